@@ -1,0 +1,109 @@
+"""File reading and the {value, unit, tag, source} quantity shared by every data file."""
+
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from dfvg_dse import units
+from dfvg_dse.catalog.errors import _MISSING, CatalogError, DataError
+from dfvg_dse.specs import DeviceSpec, LinkSpec, ModelSpec
+
+
+class Quantity(NamedTuple):
+    """A number as a data file states it, with provenance, and its SI value."""
+
+    value: float
+    unit: str
+    tag: str
+    source: str
+    si: float
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    spec: ModelSpec
+    path: Path
+    tag: str
+    published_params: Quantity | None
+    config: dict
+
+
+@dataclass(frozen=True)
+class HwEntry:
+    spec: DeviceSpec | LinkSpec
+    kind: str
+    path: Path
+    quantities: dict  # field -> Quantity, the provenance of every number
+
+
+@lru_cache(maxsize=512)
+def _read_toml_cached(path: str, mtime_ns: int) -> dict:
+    with open(path, "rb") as handle:
+        return tomllib.load(handle)
+
+
+def read_toml(path: Path) -> dict:
+    """Parse one TOML file; a syntax error becomes one line naming the file."""
+    try:
+        return _read_toml_cached(str(path), path.stat().st_mtime_ns)
+    except tomllib.TOMLDecodeError as err:
+        raise CatalogError(f"{path}: not valid TOML: {err}") from None
+    except OSError as err:
+        raise CatalogError(f"{path}: cannot read: {err.strerror}") from None
+
+
+def read_json(path: Path) -> dict:
+    """Parse a JSON object (a Hugging Face config.json); errors become one line."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except json.JSONDecodeError as err:
+        raise CatalogError(f"{path}: not valid JSON: {err}") from None
+    except OSError as err:
+        raise CatalogError(f"{path}: cannot read: {err.strerror}") from None
+    if not isinstance(data, dict):
+        raise CatalogError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def parse_quantity(path: Path, field: str, raw: Any, dimension: str, positive: bool = True) -> Quantity:
+    """Check one {value, unit, tag, source} table and convert its value to SI."""
+    if not isinstance(raw, dict):
+        raise DataError(path, field, raw, "must be a table {value, unit, tag, source}")
+    extra = sorted(set(raw) - {"value", "unit", "tag", "source"})
+    if extra:
+        raise DataError(path, f"{field}.{extra[0]}", raw[extra[0]], "allowed keys: value, unit, tag, source")
+    value = raw.get("value", _MISSING)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise DataError(path, f"{field}.value", value, "must be a finite number")
+    if value < 0 or (positive and value == 0):
+        raise DataError(path, f"{field}.value", value, "must be > 0" if positive else "must be >= 0")
+    if dimension == units.COUNT and value != int(value):
+        raise DataError(path, f"{field}.value", value, "must be a whole number")
+    if dimension == units.FRACTION and value > 1:
+        raise DataError(path, f"{field}.value", value, "must be a fraction in (0, 1]")
+    unit = raw.get("unit", _MISSING)
+    if unit not in units.UNITS or units.UNITS[unit][0] != dimension:
+        raise DataError(path, f"{field}.unit", unit, f"allowed: {', '.join(units.units_of(dimension))}")
+    tag = raw.get("tag", _MISSING)
+    if tag not in units.TAGS:
+        raise DataError(path, f"{field}.tag", tag, f"allowed: {', '.join(units.TAGS)}")
+    source = raw.get("source", _MISSING)
+    if not isinstance(source, str) or not source.strip():
+        raise DataError(path, f"{field}.source", source, "every number needs a non-empty source")
+    return Quantity(value, unit, tag, source, units.to_si(value, unit, dimension))
+
+
+def read_string(path: Path, data: dict, field: str, default: Any = _MISSING) -> Any:
+    value = data.get(field, default)
+    if value is _MISSING:
+        raise DataError(path, field, _MISSING, "required")
+    if value is not None and not isinstance(value, str):
+        raise DataError(path, field, value, "must be a string")
+    return value

@@ -1,0 +1,201 @@
+"""Parsers of hwdb/: devices (GPU, FPGA, CPU), links and calibration defaults."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import Path
+from typing import Any
+
+from dfvg_dse import units
+from dfvg_dse.catalog._io import HwEntry, Quantity, parse_quantity, read_string
+from dfvg_dse.catalog.errors import _MISSING, DataError
+from dfvg_dse.specs import CalibrationDefaults, DeviceSpec, FpgaFabric, LinkSpec, MemoryTier, SpecError
+
+
+# Per kind: field -> (dimension, required, positive). Strings and [[memory]] are handled apart.
+_COMMON = {
+    "tdp": (units.WATTS, True, True),
+    "decode_power": (units.WATTS, False, True),
+    "idle_power": (units.WATTS, False, False),
+    "eta_compute": (units.FRACTION, False, True),
+    "layer_overhead": (units.SECONDS, False, False),
+    "forward_overhead": (units.SECONDS, False, False),
+    "price_per_hour": (units.USD_PER_S, False, True),
+}
+_PEAKS = {f"peak_{d}": (units.FLOP_PER_S, False, True) for d in ("fp16", "bf16", "fp32", "int8", "fp16_fp16acc")}
+QUANTITY_FIELDS = {
+    "gpu": {**_COMMON, **_PEAKS, "peak_fp16": (units.FLOP_PER_S, True, True), "onchip_sram": (units.BYTES, False, True)},
+    "cpu": {**_COMMON, **_PEAKS, "peak_fp32": (units.FLOP_PER_S, True, True), "cores": (units.COUNT, True, True),
+            "clock": (units.HZ, True, True), "llc": (units.BYTES, False, True)},
+    "fpga": {**_COMMON, "dsp_count": (units.COUNT, True, True), "pe_dsp_count": (units.COUNT, False, True),
+             "products_per_dsp": (units.COUNT, True, True), "clock": (units.HZ, True, True),
+             "bram": (units.BYTES, True, True), "uram": (units.BYTES, True, False),
+             "sram_bandwidth": (units.BYTES_PER_S, True, True), "branch_lanes": (units.COUNT, True, True)},
+    "link": {"lanes": (units.COUNT, False, True), "bandwidth": (units.BYTES_PER_S, True, True),
+             "efficiency": (units.FRACTION, False, True), "latency": (units.SECONDS, True, False),
+             "hops": (units.COUNT, True, True), "software_overhead": (units.SECONDS, False, False),
+             "energy_per_bit": (units.J_PER_BIT, True, False)},
+}
+STRING_FIELDS = {
+    "gpu": {"host_link"}, "cpu": {"host_link"}, "fpga": {"host_link", "dsp_type"},
+    "link": {"link_type", "path", "generation"},
+}
+_BASE_FIELDS = {"name", "kind", "display_name", "notes"}
+
+
+def _check_header(path: Path, data: dict, kind: str) -> None:
+    if data.get("kind") != kind:
+        raise DataError(path, "kind", data.get("kind", _MISSING), f"must be '{kind}' for a file under {kind}/")
+    if data.get("name") != path.stem:
+        raise DataError(path, "name", data.get("name", _MISSING), f"must equal the file name '{path.stem}'")
+    allowed = _BASE_FIELDS | set(QUANTITY_FIELDS[kind]) | STRING_FIELDS[kind] | ({"memory"} if kind != "link" else set())
+    for field in data:
+        if field not in allowed:
+            close = difflib.get_close_matches(field, sorted(allowed), n=1)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            raise DataError(path, field, data[field], f"unknown field; {hint}allowed: {', '.join(sorted(allowed))}")
+
+
+def _quantities(path: Path, data: dict, kind: str) -> dict[str, Quantity]:
+    found = {}
+    for field, (dimension, required, positive) in QUANTITY_FIELDS[kind].items():
+        if field in data:
+            found[field] = parse_quantity(path, field, data[field], dimension, positive)
+        elif required:
+            raise DataError(path, field, _MISSING, f"required for a {kind} entry")
+    return found
+
+
+_SI_SUFFIX = re.compile(r"_(w|s|hz|bytes|bytes_per_s|j_per_bit|usd)$")
+
+
+def _spec_error(path: Path, err: SpecError, prefix: str = "") -> DataError:
+    """Re-word a spec's complaint with the file's field name (the spec's without its SI suffix)."""
+    return DataError(path, prefix + _SI_SUFFIX.sub("", err.field), err.value, err.allowed)
+
+
+def _memory_tiers(path: Path, data: dict, kind: str, defaults: CalibrationDefaults) -> tuple[MemoryTier, ...]:
+    raw = data.get("memory", _MISSING)
+    if not isinstance(raw, list) or not raw:
+        raise DataError(path, "memory", raw, "needs one or more [[memory]] tables")
+    tiers = []
+    for i, table in enumerate(raw):
+        field = f"memory[{i}]"
+        if not isinstance(table, dict):
+            raise DataError(path, field, table, "must be a table")
+        for key in table:
+            if key not in ("tier", "capacity", "bandwidth", "efficiency"):
+                raise DataError(path, f"{field}.{key}", table[key], "allowed keys: tier, capacity, bandwidth, efficiency")
+        tier = table.get("tier", _MISSING)
+        if kind == "fpga" and tier in ("hbm", "ddr"):
+            default_eta = defaults.eta_for(f"fpga_{tier}_bandwidth")
+        else:
+            default_eta = defaults.eta_for(f"{kind}_bandwidth")
+        capacity = parse_quantity(path, f"{field}.capacity", table.get("capacity", _MISSING), units.BYTES)
+        bandwidth = parse_quantity(path, f"{field}.bandwidth", table.get("bandwidth", _MISSING), units.BYTES_PER_S)
+        eta = table.get("efficiency")
+        eta_si = default_eta if eta is None else parse_quantity(path, f"{field}.efficiency", eta, units.FRACTION).si
+        try:
+            tiers.append(MemoryTier(tier, capacity.si, bandwidth.si, eta_si))
+        except SpecError as err:
+            raise _spec_error(path, err, f"{field}.") from None
+    return tuple(tiers)
+
+
+def parse_device(path: Path, data: dict, kind: str, defaults: CalibrationDefaults) -> HwEntry:
+    """Build a DeviceSpec from one hwdb/{gpu,fpga,cpu}/NAME.toml document."""
+    _check_header(path, data, kind)
+    q = _quantities(path, data, kind)
+    tdp = q["tdp"].si
+
+    def si(field: str, fallback: float) -> float:
+        return q[field].si if field in q else fallback
+
+    fabric = None
+    if kind == "fpga":
+        try:
+            fabric = FpgaFabric(
+                dsp_type=read_string(path, data, "dsp_type"), dsp_count=int(q["dsp_count"].si),
+                pe_dsp_count=int(si("pe_dsp_count", q["dsp_count"].si)),
+                products_per_dsp=int(q["products_per_dsp"].si), clock_hz=q["clock"].si,
+                bram_bytes=q["bram"].si, uram_bytes=q["uram"].si,
+                sram_bandwidth_bytes_per_s=q["sram_bandwidth"].si,
+                sram_efficiency=defaults.eta_for("fpga_sram_bandwidth"), branch_lanes=int(q["branch_lanes"].si))
+        except SpecError as err:
+            raise _spec_error(path, err) from None
+        peaks = tuple((d, fabric.peak_flops_per_s) for d in ("fp16", "bf16", "int8"))
+    else:
+        peaks = tuple((f[5:], quantity.si) for f, quantity in q.items()
+                      if f.startswith("peak_") and f != "peak_fp16_fp16acc")
+    try:
+        spec = DeviceSpec(
+            name=data["name"], kind=kind, display_name=read_string(path, data, "display_name", data["name"]),
+            peak_flops_per_s=peaks, memory=_memory_tiers(path, data, kind, defaults),
+            eta_compute=si("eta_compute", defaults.eta_for(f"{kind}_compute")),
+            layer_overhead_s=si("layer_overhead", defaults.overhead_for(f"{kind}_layer")),
+            forward_overhead_s=si("forward_overhead", defaults.overhead_for(f"{kind}_forward")),
+            tdp_w=tdp, decode_power_w=si("decode_power", tdp * defaults.power_fraction_for(f"{kind}_decode_fraction")),
+            idle_power_w=si("idle_power", tdp * defaults.power_fraction_for(f"{kind}_idle_fraction")),
+            price_per_hour_usd=q["price_per_hour"].value if "price_per_hour" in q else None,
+            host_link=read_string(path, data, "host_link", None), fpga=fabric,
+            cores=int(q["cores"].si) if "cores" in q else None, source=str(path))
+    except SpecError as err:
+        raise _spec_error(path, err) from None
+    return HwEntry(spec, kind, path, q)
+
+
+def parse_link(path: Path, data: dict, defaults: CalibrationDefaults) -> HwEntry:
+    """Build a LinkSpec from one hwdb/link/NAME.toml document."""
+    _check_header(path, data, "link")
+    q = _quantities(path, data, "link")
+    try:
+        spec = LinkSpec(
+            name=data["name"], display_name=read_string(path, data, "display_name", data["name"]),
+            link_type=read_string(path, data, "link_type"), path=read_string(path, data, "path"),
+            bandwidth_bytes_per_s=q["bandwidth"].si,
+            efficiency=q["efficiency"].si if "efficiency" in q else defaults.eta_for("link"),
+            latency_s=q["latency"].si, hops=int(q["hops"].si),
+            software_overhead_s=q["software_overhead"].si if "software_overhead" in q else 0.0,
+            energy_j_per_bit=q["energy_per_bit"].si, source=str(path))
+    except SpecError as err:
+        raise _spec_error(path, err) from None
+    return HwEntry(spec, "link", path, q)
+
+
+DEFAULT_KEYS = {
+    "efficiency": ("gpu_compute", "gpu_bandwidth", "fpga_compute", "fpga_hbm_bandwidth", "fpga_ddr_bandwidth",
+                   "fpga_sram_bandwidth", "cpu_compute", "cpu_bandwidth", "link"),
+    "overhead": ("gpu_layer", "gpu_forward", "fpga_layer", "fpga_forward", "cpu_layer", "cpu_forward"),
+    "power": ("gpu_decode_fraction", "fpga_decode_fraction", "cpu_decode_fraction", "gpu_idle_fraction",
+              "fpga_idle_fraction", "cpu_idle_fraction"),
+    "link": ("sync_per_round", "token_record_bytes"),
+}
+_DEFAULT_DIMENSION = {"efficiency": units.FRACTION, "overhead": units.SECONDS, "power": units.FRACTION}
+
+
+def parse_defaults(path: Path, data: dict) -> tuple[CalibrationDefaults, dict[str, Quantity]]:
+    """Read hwdb/defaults.toml: achieved fractions, overheads, power fractions, link constants."""
+    found: dict[str, Quantity] = {}
+    for section, keys in DEFAULT_KEYS.items():
+        table = data.get(section, _MISSING)
+        if not isinstance(table, dict):
+            raise DataError(path, section, table, f"must be a table with keys {', '.join(keys)}")
+        for key in keys:
+            dimension = _DEFAULT_DIMENSION.get(section) or (units.SECONDS if key == "sync_per_round" else units.COUNT)
+            positive = section != "overhead"
+            found[f"{section}.{key}"] = parse_quantity(path, f"{section}.{key}", table.get(key, _MISSING),
+                                                       dimension, positive)
+        for key in table:
+            if key not in keys:
+                raise DataError(path, f"{section}.{key}", table[key], f"unknown key; allowed: {', '.join(keys)}")
+
+    def group(section: str) -> tuple[tuple[str, float], ...]:
+        return tuple((k, found[f"{section}.{k}"].si) for k in DEFAULT_KEYS[section])
+
+    defaults = CalibrationDefaults(eta=group("efficiency"), overhead_s=group("overhead"),
+                                   power_fraction=group("power"), sync_per_round_s=found["link.sync_per_round"].si,
+                                   token_record_bytes=int(found["link.token_record_bytes"].si))
+    return defaults, found
+
+

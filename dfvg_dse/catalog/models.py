@@ -1,0 +1,148 @@
+"""Parsers of models/: our model files and Hugging Face config.json, into one ModelSpec.
+
+A model file keeps the fields of the checkpoint's config.json verbatim under [config]
+(docs/data-format.md), so one mapping serves shipped files and `dfvg-dse models import`.
+Family traits follow the transformers implementations: llama (RMSNorm, gated SiLU FFN, optional
+attention/MLP biases), mistral (as llama, no biases), qwen2 (q/k/v biases), qwen3 (q/k RMSNorm,
+optional attention bias), opt (LayerNorm, ReLU FFN with 2 matrices, biases everywhere, learned
+positions with an offset of 2, optional 512-wide embedding projection, post-LN for OPT-350M).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from dfvg_dse import units
+from dfvg_dse.catalog._io import ModelEntry, parse_quantity, read_string
+from dfvg_dse.catalog.errors import _MISSING, DataError
+from dfvg_dse.specs import FAMILIES, ModelSpec, SpecError
+
+# OPT's learned position table has max_position_embeddings + 2 rows (transformers'
+# OPTLearnedPositionalEmbedding offset).
+OPT_POSITION_OFFSET = 2
+DTYPE_KEYS = ("torch_dtype", "dtype")  # transformers >= 4.56 writes `dtype`
+
+
+def _int(path, config: dict, key: str, default: Any = _MISSING) -> int:
+    value = config.get(key, default)
+    if value is None and default is not _MISSING:  # JSON null means "use the default"
+        value = default
+    if value is _MISSING:
+        raise DataError(path, f"config.{key}", _MISSING, "required by this model family")
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise DataError(path, f"config.{key}", value, "must be a positive integer")
+    return value
+
+
+def _bool(path, config: dict, key: str, default: bool) -> bool:
+    value = config.get(key, default)
+    value = default if value is None else value
+    if not isinstance(value, bool):
+        raise DataError(path, f"config.{key}", value, "must be true or false")
+    return value
+
+
+def _dtype(path, config: dict) -> str:
+    for key in DTYPE_KEYS:
+        value = config.get(key)
+        if value is not None:
+            if value not in units.DTYPE_BYTES:
+                raise DataError(path, f"config.{key}", value, f"allowed: {', '.join(units.DTYPE_BYTES)}")
+            return value
+    return "float16"  # config.json without a dtype: transformers loads fp32, but decode runs in half precision
+
+
+def _family_fields(path, config: dict, family: str) -> dict:
+    """The family-specific part of a ModelSpec, read with the config's own key names."""
+    if family == "opt":
+        hidden, heads = _int(path, config, "hidden_size"), _int(path, config, "num_attention_heads")
+        bias = _bool(path, config, "enable_bias", True)
+        return dict(d_ffn=_int(path, config, "ffn_dim"), n_kv_heads=heads, head_dim=hidden // heads if hidden % heads == 0 else 1,
+                    tied_embeddings=True, gated_ffn=False, qkv_bias=bias, o_bias=bias, ffn_bias=bias, norm="layer",
+                    pre_norm=_bool(path, config, "do_layer_norm_before", True),
+                    d_embed=_int(path, config, "word_embed_proj_dim", hidden),
+                    learned_positions=_int(path, config, "max_position_embeddings") + OPT_POSITION_OFFSET)
+    hidden, heads = _int(path, config, "hidden_size"), _int(path, config, "num_attention_heads")
+    attention_bias = _bool(path, config, "attention_bias", False)
+    return dict(
+        d_ffn=_int(path, config, "intermediate_size"),
+        n_kv_heads=_int(path, config, "num_key_value_heads", heads),
+        head_dim=_int(path, config, "head_dim", hidden // heads if hidden % heads == 0 else 1),
+        tied_embeddings=_bool(path, config, "tie_word_embeddings", False),
+        qkv_bias=family == "qwen2" or attention_bias,
+        o_bias=attention_bias and family in ("llama", "qwen3"),
+        ffn_bias=family == "llama" and _bool(path, config, "mlp_bias", False),
+        qk_norm=family == "qwen3")
+
+
+# ModelSpec field -> the config key a user would look for in the message.
+CONFIG_KEY = {"n_layers": "num_hidden_layers", "d_model": "hidden_size", "n_heads": "num_attention_heads",
+              "n_kv_heads": "num_key_value_heads", "head_dim": "head_dim", "d_ffn": "intermediate_size",
+              "vocab_size": "vocab_size", "max_positions": "max_position_embeddings",
+              "d_embed": "word_embed_proj_dim", "weight_dtype": "torch_dtype", "family": "model_type"}
+
+
+def model_spec_from_hf_config(path: Path | str, config: dict, name: str, display_name: str = "",
+                              source: str = "") -> ModelSpec:
+    """Map Hugging Face config.json fields onto a ModelSpec; problems name `path` and the key."""
+    family = config.get("model_type", _MISSING)
+    if family not in FAMILIES:
+        raise DataError(path, "config.model_type", family, f"allowed families: {', '.join(FAMILIES)}")
+    hidden, heads = _int(path, config, "hidden_size"), _int(path, config, "num_attention_heads")
+    if hidden % heads:
+        raise DataError(path, "config.num_attention_heads", heads, f"must divide hidden_size ({hidden})")
+    fields = _family_fields(path, config, family)
+    if heads % fields["n_kv_heads"]:
+        raise DataError(path, "config.num_key_value_heads", fields["n_kv_heads"],
+                        f"must divide num_attention_heads ({heads})")
+    dtype = _dtype(path, config)
+    try:
+        return ModelSpec(name=name, family=family, n_layers=_int(path, config, "num_hidden_layers"), d_model=hidden,
+                         n_heads=heads, vocab_size=_int(path, config, "vocab_size"),
+                         max_positions=_int(path, config, "max_position_embeddings"), weight_dtype=dtype,
+                         kv_dtype=dtype, display_name=display_name or name, source=source, **fields)
+    except SpecError as err:
+        raise DataError(path, f"config.{CONFIG_KEY.get(err.field, err.field)}", err.value, err.allowed) from None
+
+
+MODEL_FIELDS = ("name", "display_name", "source", "tag", "published_params", "notes", "config")
+
+
+def parse_model(path: Path, data: dict) -> ModelEntry:
+    """Build a ModelSpec from one models/NAME.toml document (Hugging Face fields under [config])."""
+    for field in data:
+        if field not in MODEL_FIELDS:
+            raise DataError(path, field, data[field], f"unknown field; allowed: {', '.join(MODEL_FIELDS)}")
+    if data.get("name") != path.stem:
+        raise DataError(path, "name", data.get("name", _MISSING), f"must equal the file name '{path.stem}'")
+    source = read_string(path, data, "source")
+    if not source.strip():
+        raise DataError(path, "source", source, "every model needs a non-empty source")
+    tag = data.get("tag", _MISSING)
+    if tag not in units.TAGS:
+        raise DataError(path, "tag", tag, f"allowed: {', '.join(units.TAGS)}")
+    published = data.get("published_params")
+    if published is not None:
+        published = parse_quantity(path, "published_params", published, units.COUNT)
+    config = data.get("config", _MISSING)
+    if not isinstance(config, dict):
+        raise DataError(path, "config", config, "needs a [config] table with the Hugging Face config.json fields")
+    display = read_string(path, data, "display_name", data["name"])
+    spec = model_spec_from_hf_config(path, config, data["name"], display, source)
+    return ModelEntry(spec, path, tag, published, config)
+
+
+def strip_nulls(value: Any) -> Any:
+    """TOML has no null: drop None values from nested dicts and lists (they mean 'default')."""
+    if isinstance(value, dict):
+        return {k: strip_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [strip_nulls(v) for v in value if v is not None]
+    return value
+
+
+def model_document(config: dict, name: str, source: str, tag: str, display_name: str | None = None) -> dict:
+    """The TOML document `models import` writes for a config.json (checked by the caller)."""
+    return {"name": name, "display_name": display_name or name, "source": source, "tag": tag,
+            "config": strip_nulls(config)}

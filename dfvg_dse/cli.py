@@ -1,0 +1,190 @@
+"""The command line: thin commands that parse options, call one library function, format.
+
+Every user mistake (bad data file, unknown name, bad option value) ends as one line on stderr
+and exit code 2. With --json, stdout holds one JSON document and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from dfvg_dse import __version__
+from dfvg_dse.catalog import HW_KINDS, Catalog, CatalogError
+from dfvg_dse.report import cost_records, hw_record, hw_summary, model_record, parse_int_list
+from dfvg_dse.specs import InputError
+from dfvg_dse.units import DTYPE_BYTES, TAGS
+
+
+class UserError(click.ClickException):
+    """A mistake in the user's input: one line, exit code 2."""
+
+    exit_code = 2
+
+
+class _Group(click.Group):
+    """Root group that turns library errors into UserError (one line, exit 2, no traceback)."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (CatalogError, InputError) as err:
+            raise UserError(str(err)) from None
+
+
+def _emit_json(document) -> None:
+    click.echo(json.dumps(document, indent=2, allow_nan=False))
+
+
+def _emit_table(rows: list[list[str]], header: list[str]) -> None:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        click.echo("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip())
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--models-dir", type=click.Path(file_okay=False), envvar="DFVG_DSE_MODELS_DIR",
+              help="Model database directory [env DFVG_DSE_MODELS_DIR; default: the shipped models/].")
+@click.option("--hwdb-dir", type=click.Path(file_okay=False), envvar="DFVG_DSE_HWDB_DIR",
+              help="Hardware database directory [env DFVG_DSE_HWDB_DIR; default: the shipped hwdb/].")
+@click.version_option(__version__, prog_name="dfvg-dse")
+@click.pass_context
+def cli(ctx: click.Context, models_dir: str | None, hwdb_dir: str | None) -> None:
+    """Analytical design-space explorer for heterogeneous speculative decoding."""
+    ctx.obj = {"models_dir": models_dir, "hwdb_dir": hwdb_dir}
+
+
+def _catalog(ctx: click.Context) -> Catalog:
+    return Catalog.open(ctx.obj["models_dir"], ctx.obj["hwdb_dir"])
+
+
+# -- hw ---------------------------------------------------------------------------------------
+@cli.group()
+def hw() -> None:
+    """Hardware database: FPGAs, GPUs, CPUs and links."""
+
+
+@hw.command("list")
+@click.option("--kind", type=click.Choice(HW_KINDS), help="Only this kind.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON list on stdout.")
+@click.pass_context
+def hw_list(ctx: click.Context, kind: str | None, as_json: bool) -> None:
+    """List hardware entries with their key figures."""
+    entries = _catalog(ctx).hw_entries(kind)
+    if as_json:
+        _emit_json([hw_record(e) for e in entries])
+        return
+    _emit_table([[e.spec.name, e.kind, e.spec.display_name, hw_summary(e)] for e in entries],
+                ["name", "kind", "display name", "key figures"])
+
+
+@hw.command("show")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+@click.pass_context
+def hw_show(ctx: click.Context, name: str, as_json: bool) -> None:
+    """Show one entry: every number with its unit, tag and source."""
+    record = hw_record(_catalog(ctx).hw_entry(name))
+    if as_json:
+        _emit_json(record)
+        return
+    click.echo(f"{record['name']} ({record['kind']}): {record['display_name']}")
+    click.echo(f"file: {record['path']}")
+    _emit_table([[f, f"{q['value']:g} {q['unit']}", q["tag"], q["source"]] for f, q in record["sources"].items()],
+                ["field", "value", "tag", "source"])
+    click.echo(f"summary: {hw_summary(_catalog(ctx).hw_entry(name))}")
+
+
+# -- models -----------------------------------------------------------------------------------
+@cli.group()
+def models() -> None:
+    """Model database: shapes of draft and target LLMs."""
+
+
+@models.command("list")
+@click.option("--json", "as_json", is_flag=True, help="One JSON list on stdout.")
+@click.pass_context
+def models_list(ctx: click.Context, as_json: bool) -> None:
+    """List models with their parameter counts."""
+    records = [model_record(e) for e in _catalog(ctx).model_entries()]
+    if as_json:
+        _emit_json(records)
+        return
+    _emit_table([[r["name"], r["family"], f"{r['params'] / 1e9:.3f}", r["spec"]["n_layers"], r["spec"]["d_model"],
+                  r["spec"]["weight_dtype"], r["tag"]] for r in records],
+                ["name", "family", "params (1e9)", "layers", "hidden", "dtype", "tag"])
+
+
+@models.command("show")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+@click.pass_context
+def models_show(ctx: click.Context, name: str, as_json: bool) -> None:
+    """Show one model: shape, parameter counts and source."""
+    record = model_record(_catalog(ctx).model_entry(name))
+    if as_json:
+        _emit_json(record)
+        return
+    click.echo(f"{record['name']}: {record['display_name']} ({record['family']})")
+    click.echo(f"source: {record['source']} [{record['tag']}]")
+    click.echo(f"params: {record['params']:,} ({record['params_non_embedding']:,} non-embedding)")
+    if "published_params" in record:
+        pub = record["published_params"]
+        click.echo(f"published: {pub['value']:.4g} ({pub['source']})")
+    _emit_table([[k, v] for k, v in record["spec"].items() if k not in ("name", "display_name", "source")],
+                ["field", "value"])
+
+
+@models.command("import")
+@click.argument("config", type=click.Path(dir_okay=False))
+@click.option("--name", required=True, help="Name of the new model file (lower case, digits, '.', '-', '_').")
+@click.option("--source", help="Where the config comes from (default: the file's path).")
+@click.option("--tag", type=click.Choice(TAGS), default="unverified", show_default=True, help="Provenance tag.")
+@click.option("--out-dir", type=click.Path(file_okay=False), help="Write here instead of the models directory.")
+@click.option("--force", is_flag=True, help="Replace an existing file.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+@click.pass_context
+def models_import(ctx: click.Context, config: str, name: str, source: str | None, tag: str, out_dir: str | None,
+                  force: bool, as_json: bool) -> None:
+    """Turn a Hugging Face config.json into a model file."""
+    path, spec = _catalog(ctx).import_model(config, name, source, tag, out_dir, force)
+    if as_json:
+        _emit_json({"name": spec.name, "path": str(path), "family": spec.family})
+    else:
+        click.echo(f"wrote {path} ({spec.family}, {spec.n_layers} layers, hidden {spec.d_model})")
+
+
+# -- cost -------------------------------------------------------------------------------------
+@cli.command()
+@click.option("--model", "model_name", required=True, help="Model name (see `models list`).")
+@click.option("--device", "device_name", required=True, help="Device name (see `hw list`).")
+@click.option("--tokens", default="1", show_default=True, help="New tokens per forward n: 4, 1,2,4 or 1-256:x2.")
+@click.option("--context", default="0", show_default=True, help="Tokens already in the KV cache c (same forms).")
+@click.option("--batch", default="1", show_default=True, help="Sequences b (same forms).")
+@click.option("--weight-dtype", type=click.Choice(list(DTYPE_BYTES)), help="Override the model's weight dtype.")
+@click.option("--kv-dtype", type=click.Choice(list(DTYPE_BYTES)), help="Override the KV-cache dtype.")
+@click.option("--json", "as_json", is_flag=True, help="JSON on stdout: one object, or a list for several points.")
+@click.pass_context
+def cost(ctx: click.Context, model_name: str, device_name: str, tokens: str, context: str, batch: str,
+         weight_dtype: str | None, kv_dtype: str | None, as_json: bool) -> None:
+    """Time of one forward pass on one device: bound, FLOPs, bytes and memory fit."""
+    catalog = _catalog(ctx)
+    model = catalog.model(model_name).with_dtypes(weight_dtype, kv_dtype)
+    device = catalog.device(device_name)
+    records = cost_records(model, device, parse_int_list(tokens, "--tokens", 1),
+                           parse_int_list(context, "--context", 0), parse_int_list(batch, "--batch", 1))
+    if as_json:
+        _emit_json(records[0] if len(records) == 1 else records)
+        return
+    first = records[0]
+    click.echo(f"{model.name} ({model.weight_dtype}) on {device.name}: achieved {first['achieved_flops_per_s']:.3g} "
+               f"FLOP/s, {first['bandwidth_bytes_per_s']:.3g} B/s; compute knee at n* = {first['knee_tokens']:.1f}")
+    rows = [[r["tokens"], r["context"], r["batch"], f"{r['time_s'] * 1e3:.4g}", f"{r['tokens_per_s']:.4g}", r["bound"],
+             f"{r['flops']:.3e}", f"{r['bytes']:.3e}",
+             ("yes" if r["memory_fit"]["fits"] else "NO") + f" ({r['memory_fit']['required_bytes'] / 1e9:.3g} of "
+             f"{r['memory_fit']['capacity_bytes'] / 1e9:.3g} GB)"] for r in records]
+    _emit_table(rows, ["n", "c", "b", "time (ms)", "tokens/s", "bound", "FLOPs", "bytes", "fits"])
+
+
+

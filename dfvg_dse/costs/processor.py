@@ -1,0 +1,28 @@
+"""Forward time on a GPU or a CPU: weights and KV cache stream from main memory (model.md §3).
+
+GPU: tensor-core peak for the model's compute dtype (GeForce cards: the FP32-accumulate figure,
+stored as peak_fp16 in hwdb), HBM/GDDR bandwidth, a kernel-launch overhead per layer and per
+forward. CPU: AVX/AMX peak, DDR bandwidth, a dispatch overhead per layer. Tree attention runs at
+`attention_efficiency` of the dense rate (a sparse tree mask is slower than TreeSort-style dense
+blocks; 1.0 means dense).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dfvg_dse.costs.roofline import ForwardCost, forward_cost, roofline_time
+from dfvg_dse.costs.work import forward_work
+from dfvg_dse.specs import DeviceSpec, ModelSpec
+
+
+def processor_forward_cost(model: ModelSpec, device: DeviceSpec, n_tokens, context_tokens, batch=1,
+                           tree_pairs=None, attention_efficiency: float = 1.0) -> ForwardCost:
+    """Time of one forward of n new tokens at context c and batch b on a GPU or CPU, in seconds."""
+    work = forward_work(model, n_tokens, context_tokens, batch, tree_pairs)
+    peak = device.peak_for(model.compute_dtype) * device.eta_compute
+    compute = work.linear_flops / peak + work.attention_flops / (peak * attention_efficiency)
+    memory = work.bytes / device.main_memory.achieved_bandwidth_bytes_per_s
+    overhead = device.forward_overhead_s + model.n_layers * device.layer_overhead_s
+    roof = roofline_time(compute, memory, np.full(np.shape(compute), overhead))
+    return forward_cost(roof, work.flops, work.bytes)

@@ -1,0 +1,114 @@
+"""Parameter, FLOP and byte counts of one forward pass (model.md §2).
+
+A forward runs n new tokens (a chain or a tree of n nodes) for each of b sequences whose KV cache
+already holds c tokens. Counts are exact for the parameters and follow model.md §2 for traffic:
+weights are read once per forward whatever n and b are; KV is read for the c cached tokens and
+written for the n new ones; activation traffic is neglected (under 1% of the weight bytes for
+n <= 64 at batch 1). All functions broadcast over numpy arrays of n, c and b.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from dfvg_dse.specs import ModelSpec
+
+
+class ParamCounts(NamedTuple):
+    """Parameter counts of a model (numbers of values, not bytes)."""
+
+    total: int  # every parameter, each tied matrix once: what a checkpoint stores
+    embedding: int  # token embedding (+ learned positions): rows are gathered, not streamed
+    matmul: int  # weights of every linear layer a forward multiplies by, LM head included
+    per_layer: int  # one decoder layer, norms and biases included
+    head: int  # LM head matrix, d_embed x vocab (shared with the embedding when tied)
+    read_per_forward: int  # streamed by one forward: all but the embedding tables, LM head included
+
+
+def _layer_counts(model: ModelSpec) -> tuple[int, int]:
+    """(matmul weights, all parameters) of one decoder layer."""
+    d, h, kv, dh, f = model.d_model, model.n_heads, model.n_kv_heads, model.head_dim, model.d_ffn
+    attn_w = d * h * dh + 2 * d * kv * dh + h * dh * d  # q, k, v, o projections
+    ffn_w = (3 if model.gated_ffn else 2) * d * f  # gate, up, down (gated) or fc1, fc2
+    biases = (h * dh + 2 * kv * dh if model.qkv_bias else 0) + (d if model.o_bias else 0)
+    biases += f + d if model.ffn_bias else 0
+    norm = 2 * d if model.norm == "layer" else d  # LayerNorm has weight and bias
+    qk_norm = 2 * dh if model.qk_norm else 0  # Qwen3: one RMSNorm over head_dim for q and k
+    return attn_w + ffn_w, attn_w + ffn_w + biases + 2 * norm + qk_norm
+
+
+def param_counts(model: ModelSpec) -> ParamCounts:
+    """Exact parameter counts of a model as Hugging Face builds it."""
+    d, v, de = model.d_model, model.vocab_size, model.d_embed
+    layer_matmul, layer_all = _layer_counts(model)
+    head = de * v
+    embedding = v * de + model.learned_positions * d
+    proj = 2 * d * de if de != d else 0  # OPT-350M project_in / project_out, no bias
+    final_norm = (2 * d if model.norm == "layer" else d) if model.pre_norm else 0  # post-LN OPT has none
+    total = embedding + model.n_layers * layer_all + final_norm + proj + (0 if model.tied_embeddings else head)
+    matmul = model.n_layers * layer_matmul + proj + head
+    # A tied head lives in the embedding table but is still streamed whole for the logits.
+    streamed = total - embedding + (head if model.tied_embeddings else 0)
+    return ParamCounts(total=total, embedding=embedding, matmul=matmul, per_layer=layer_all, head=head,
+                       read_per_forward=streamed)
+
+
+def chain_tree_pairs(n_tokens: np.ndarray) -> np.ndarray:
+    """Sum over the n nodes of a chain of (ancestors within the new tokens + 1) = n(n+1)/2."""
+    n = np.asarray(n_tokens, dtype=float)
+    return n * (n + 1) / 2
+
+
+class ForwardWork(NamedTuple):
+    """Work of one forward pass; every field is an array broadcast over (n, c, b)."""
+
+    linear_flops: np.ndarray
+    attention_flops: np.ndarray
+    weight_bytes: np.ndarray  # streamed once per forward
+    kv_read_bytes: np.ndarray
+    kv_write_bytes: np.ndarray
+    kv_cache_bytes: np.ndarray  # resident KV after the forward: b (c + n) tokens
+
+    @property
+    def flops(self) -> np.ndarray:
+        return self.linear_flops + self.attention_flops
+
+    @property
+    def bytes(self) -> np.ndarray:
+        return self.weight_bytes + self.kv_read_bytes + self.kv_write_bytes
+
+
+def forward_work(model: ModelSpec, n_tokens, context_tokens, batch=1, tree_pairs=None) -> ForwardWork:
+    """FLOPs and bytes of a forward of n new tokens at context c and batch b.
+
+    Args:
+        n_tokens: new tokens per sequence (chain length or tree nodes), >= 1.
+        context_tokens: tokens already in the KV cache per sequence, >= 0.
+        batch: sequences.
+        tree_pairs: per sequence, sum over the new nodes of (ancestors among the new nodes + 1);
+            defaults to a chain, n(n+1)/2. A star of n nodes has n.
+
+    Returns:
+        ForwardWork with FLOPs (multiply and add counted as 2) and bytes.
+    """
+    n = np.asarray(n_tokens, dtype=float)
+    c = np.asarray(context_tokens, dtype=float)
+    b = np.asarray(batch, dtype=float)
+    pairs = chain_tree_pairs(n) if tree_pairs is None else np.asarray(tree_pairs, dtype=float)
+    counts = param_counts(model)
+    # 2 FLOPs per weight per token (model.md §2); norms and biases are below 0.1%.
+    linear = 2.0 * b * n * counts.matmul
+    # QK^T and AV: 2 x 2 x head_dim FLOPs per (query, key) pair per head (model.md §2).
+    attention = 4.0 * b * model.n_layers * model.n_heads * model.head_dim * (n * c + pairs)
+    weight = np.broadcast_to(float(counts.read_per_forward * model.weight_bytes_per_param), np.shape(linear))
+    kv_token = model.kv_bytes_per_token
+    return ForwardWork(
+        linear_flops=linear,
+        attention_flops=attention,
+        weight_bytes=weight,
+        kv_read_bytes=b * c * kv_token + 0.0 * n,
+        kv_write_bytes=b * n * kv_token + 0.0 * c,
+        kv_cache_bytes=b * (c + n) * kv_token,
+    )

@@ -1,0 +1,336 @@
+"""Frozen specifications of models, devices, links and systems, validated on construction.
+
+Values are SI (seconds, bytes, ops/s, watts, joules) and counts; field names carry the unit.
+`catalog.py` builds these from data files; a bad value raises `SpecError`, which names the field,
+the value and what is allowed, so the caller can prefix the file and print one line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from dfvg_dse.units import DTYPE_BYTES, DTYPE_COMPUTE
+
+
+class InputError(ValueError):
+    """A bad value given by the user (an option, a list, a range): the message is one line."""
+
+
+class SpecError(InputError):
+    """A bad value in a specification: `field` holds `value`, and `allowed` says what may."""
+
+    def __init__(self, field: str, value: object, allowed: str):
+        self.field = field
+        self.value = value
+        self.allowed = allowed
+        super().__init__(f"field '{field}' = {value!r}: {allowed}")
+
+
+def _require_positive(obj: object, *names: str) -> None:
+    for name in names:
+        value = getattr(obj, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise SpecError(name, value, "must be a positive number")
+
+
+def _require_non_negative(obj: object, *names: str) -> None:
+    for name in names:
+        value = getattr(obj, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise SpecError(name, value, "must be a number >= 0")
+
+
+def _require_int(obj: object, *names: str) -> None:
+    for name in names:
+        value = getattr(obj, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise SpecError(name, value, "must be a positive integer")
+
+
+def _require_fraction(obj: object, *names: str) -> None:
+    for name in names:
+        value = getattr(obj, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value <= 1):
+            raise SpecError(name, value, "must be a fraction in (0, 1]")
+
+
+def _require_choice(obj: object, name: str, choices: tuple[str, ...] | list[str]) -> None:
+    value = getattr(obj, name)
+    if value not in choices:
+        raise SpecError(name, value, f"allowed: {', '.join(choices)}")
+
+
+# Architecture families and the Hugging Face `model_type` that names each.
+FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "opt")
+NORMS = ("rms", "layer")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Shape of a decoder-only transformer, enough to count its parameters, FLOPs and bytes.
+
+    `d_embed` is the width of the token embedding and LM head (OPT-350M projects 512 <-> 1024);
+    `learned_positions` is the number of learned position rows (OPT: max positions + 2), 0 for
+    rotary models.
+    """
+
+    name: str
+    family: str
+    n_layers: int
+    d_model: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    d_ffn: int
+    vocab_size: int
+    max_positions: int
+    tied_embeddings: bool = False
+    gated_ffn: bool = True
+    qkv_bias: bool = False
+    o_bias: bool = False
+    ffn_bias: bool = False
+    qk_norm: bool = False
+    norm: str = "rms"
+    pre_norm: bool = True
+    d_embed: int = 0  # 0 means d_model
+    learned_positions: int = 0
+    weight_dtype: str = "float16"
+    kv_dtype: str = "float16"
+    display_name: str = ""
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        _require_choice(self, "family", FAMILIES)
+        _require_int(self, "n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "d_ffn", "vocab_size",
+                     "max_positions")
+        if self.d_model % self.n_heads:
+            raise SpecError("n_heads", self.n_heads, f"must divide d_model ({self.d_model})")
+        if self.n_heads % self.n_kv_heads:
+            raise SpecError("n_kv_heads", self.n_kv_heads, f"must divide n_heads ({self.n_heads})")
+        if self.d_embed == 0:
+            object.__setattr__(self, "d_embed", self.d_model)
+        _require_int(self, "d_embed")
+        if self.learned_positions < 0:
+            raise SpecError("learned_positions", self.learned_positions, "must be >= 0")
+        _require_choice(self, "norm", NORMS)
+        _require_choice(self, "weight_dtype", list(DTYPE_BYTES))
+        _require_choice(self, "kv_dtype", list(DTYPE_BYTES))
+
+    @property
+    def weight_bytes_per_param(self) -> float:
+        return DTYPE_BYTES[self.weight_dtype]
+
+    @property
+    def kv_bytes_per_value(self) -> float:
+        return DTYPE_BYTES[self.kv_dtype]
+
+    @property
+    def compute_dtype(self) -> str:
+        """The dtype whose peak ops/s a forward of this model runs at (fp16, bf16, fp32, int8)."""
+        return DTYPE_COMPUTE[self.weight_dtype]
+
+    @property
+    def kv_bytes_per_token(self) -> float:
+        """Bytes of K and V cached per token per sequence, all layers."""
+        return 2 * self.n_layers * self.n_kv_heads * self.head_dim * self.kv_bytes_per_value
+
+    def with_dtypes(self, weight_dtype: str | None = None, kv_dtype: str | None = None) -> ModelSpec:
+        """The same model stored in other dtypes (quantised weights, a smaller KV cache)."""
+        return dataclasses.replace(self, weight_dtype=weight_dtype or self.weight_dtype,
+                                   kv_dtype=kv_dtype or self.kv_dtype)
+
+
+DEVICE_KINDS = ("gpu", "fpga", "cpu")
+MEMORY_TIERS = ("hbm", "gddr", "ddr")
+
+
+@dataclass(frozen=True)
+class MemoryTier:
+    """One off-chip memory of a device: capacity, peak bandwidth and the achieved fraction of it."""
+
+    tier: str
+    capacity_bytes: float
+    bandwidth_bytes_per_s: float
+    efficiency: float
+
+    def __post_init__(self) -> None:
+        _require_choice(self, "tier", MEMORY_TIERS)
+        _require_positive(self, "capacity_bytes", "bandwidth_bytes_per_s")
+        _require_fraction(self, "efficiency")
+
+    @property
+    def achieved_bandwidth_bytes_per_s(self) -> float:
+        return self.bandwidth_bytes_per_s * self.efficiency
+
+
+@dataclass(frozen=True)
+class FpgaFabric:
+    """The FPGA-specific part of a device: DSP array, on-chip SRAM and branch lanes.
+
+    Peak ops/s = pe_dsp_count x 2 (multiply and add) x products_per_dsp x clock (model.md §3).
+    """
+
+    dsp_type: str
+    dsp_count: int
+    pe_dsp_count: int
+    products_per_dsp: int
+    clock_hz: float
+    bram_bytes: float
+    uram_bytes: float
+    sram_bandwidth_bytes_per_s: float
+    sram_efficiency: float
+    branch_lanes: int
+
+    def __post_init__(self) -> None:
+        _require_int(self, "dsp_count", "pe_dsp_count", "products_per_dsp", "branch_lanes")
+        if self.pe_dsp_count > self.dsp_count:
+            raise SpecError("pe_dsp_count", self.pe_dsp_count, f"must be <= dsp_count ({self.dsp_count})")
+        _require_positive(self, "clock_hz", "bram_bytes", "sram_bandwidth_bytes_per_s")
+        _require_non_negative(self, "uram_bytes")
+        _require_fraction(self, "sram_efficiency")
+
+    @property
+    def sram_bytes(self) -> float:
+        return self.bram_bytes + self.uram_bytes
+
+    @property
+    def peak_flops_per_s(self) -> float:
+        return self.pe_dsp_count * 2 * self.products_per_dsp * self.clock_hz
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """A compute device (GPU, FPGA or CPU) as the roofline sees it.
+
+    `peak_flops_per_s` maps a compute dtype (fp16, bf16, fp32, int8) to dense peak ops/s;
+    `memory` lists off-chip tiers, the first one holding weights and KV cache by default.
+    """
+
+    name: str
+    kind: str
+    peak_flops_per_s: tuple[tuple[str, float], ...]
+    memory: tuple[MemoryTier, ...]
+    eta_compute: float
+    layer_overhead_s: float
+    forward_overhead_s: float
+    tdp_w: float
+    decode_power_w: float
+    idle_power_w: float
+    display_name: str = ""
+    price_per_hour_usd: float | None = None
+    host_link: str | None = None
+    fpga: FpgaFabric | None = None
+    cores: int | None = None
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        _require_choice(self, "kind", DEVICE_KINDS)
+        if not self.memory:
+            raise SpecError("memory", [], "a device needs at least one memory tier")
+        if (self.kind == "fpga") != (self.fpga is not None):
+            raise SpecError("fpga", self.fpga, "FPGA fabric fields are required for kind 'fpga' and only for it")
+        for dtype, peak in self.peak_flops_per_s:
+            if not (isinstance(peak, (int, float)) and math.isfinite(peak) and peak > 0):
+                raise SpecError(f"peak_{dtype}", peak, "must be a positive number")
+        _require_fraction(self, "eta_compute")
+        _require_non_negative(self, "layer_overhead_s", "forward_overhead_s", "idle_power_w")
+        _require_positive(self, "tdp_w", "decode_power_w")
+        if self.decode_power_w > self.tdp_w:
+            raise SpecError("decode_power", self.decode_power_w, f"must be <= tdp ({self.tdp_w} W)")
+        if self.idle_power_w > self.decode_power_w:
+            raise SpecError("idle_power", self.idle_power_w, f"must be <= decode_power ({self.decode_power_w} W)")
+
+    def peak_for(self, dtype: str) -> float:
+        """Dense peak ops/s for a compute dtype, falling back fp16 <-> bf16, then fp32."""
+        table = dict(self.peak_flops_per_s)
+        for candidate in (dtype, {"bf16": "fp16", "fp16": "bf16"}.get(dtype, dtype), "fp16", "fp32"):
+            if candidate in table:
+                return table[candidate]
+        return max(table.values())
+
+    @property
+    def main_memory(self) -> MemoryTier:
+        return self.memory[0]
+
+    @property
+    def memory_capacity_bytes(self) -> float:
+        """Off-chip capacity, all tiers together."""
+        return sum(t.capacity_bytes for t in self.memory)
+
+
+LINK_TYPES = ("pcie", "cxl", "nvlink", "ethernet-rdma", "local")
+LINK_PATHS = ("host-staged", "peer-to-peer")
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """A device-to-device link: per-hop latency alpha, per-direction bandwidth beta, hops.
+
+    Time for B bytes = hops x (latency_s + B / (efficiency x bandwidth)) + software_overhead_s.
+    """
+
+    name: str
+    link_type: str
+    path: str
+    bandwidth_bytes_per_s: float
+    efficiency: float
+    latency_s: float
+    hops: int
+    software_overhead_s: float
+    energy_j_per_bit: float
+    display_name: str = ""
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        _require_choice(self, "link_type", LINK_TYPES)
+        _require_choice(self, "path", LINK_PATHS)
+        _require_positive(self, "bandwidth_bytes_per_s")
+        _require_fraction(self, "efficiency")
+        _require_non_negative(self, "latency_s", "software_overhead_s", "energy_j_per_bit")
+        _require_int(self, "hops")
+
+    @property
+    def achieved_bandwidth_bytes_per_s(self) -> float:
+        return self.bandwidth_bytes_per_s * self.efficiency
+
+
+@dataclass(frozen=True)
+class SystemSpec:
+    """Where each stage runs: the draft device, the verify device and the link between them.
+
+    A link is required when the two stages run on different devices and must be absent when they
+    share one.
+    """
+
+    draft: DeviceSpec
+    verify: DeviceSpec
+    link: LinkSpec | None = None
+
+    def __post_init__(self) -> None:
+        same = self.draft.name == self.verify.name
+        if same and self.link is not None:
+            raise SpecError("link", self.link.name, "must be omitted when draft and verify share a device")
+        if not same and self.link is None:
+            raise SpecError("link", None, "a link is required between two devices")
+
+
+@dataclass(frozen=True)
+class CalibrationDefaults:
+    """Achieved fractions, fixed overheads and power fractions applied where a device is silent."""
+
+    eta: tuple[tuple[str, float], ...]
+    overhead_s: tuple[tuple[str, float], ...]
+    power_fraction: tuple[tuple[str, float], ...]
+    sync_per_round_s: float
+    token_record_bytes: int
+
+    def eta_for(self, key: str) -> float:
+        return dict(self.eta)[key]
+
+    def overhead_for(self, key: str) -> float:
+        return dict(self.overhead_s)[key]
+
+    def power_fraction_for(self, key: str) -> float:
+        return dict(self.power_fraction)[key]

@@ -1,0 +1,130 @@
+"""Every shipped entry loads, carries provenance, and matches published figures."""
+
+import math
+
+import pytest
+
+from dfvg_dse.catalog import Catalog
+from dfvg_dse.costs import param_counts
+
+REQUIRED_FPGAS = {"v80", "u200", "u250", "u280", "u55c", "vck5000"}
+REQUIRED_GPUS = {"rtx-4090", "rtx-3090", "a100-40gb", "a100-80gb", "h100-sxm", "h100-pcie", "h200", "l40s", "l4", "a10"}
+REQUIRED_CPUS = {"xeon-silver-4310", "xeon-8480plus", "epyc-9654"}
+REQUIRED_MODELS = {
+    "opt-125m", "opt-350m", "opt-1.3b", "opt-6.7b", "opt-13b", "opt-30b", "llama-68m", "llama-160m", "vicuna-160m",
+    "llama-2-7b", "llama-2-13b", "llama-2-70b", "vicuna-7b", "vicuna-13b", "vicuna-33b", "llama-3.1-8b",
+    "llama-3.1-70b", "llama-3.2-1b", "qwen2.5-0.5b", "qwen2.5-7b", "qwen3-0.6b", "qwen3-1.7b", "qwen3-4b",
+    "qwen3-8b", "qwen3-14b", "qwen3-32b", "mistral-7b"}
+
+
+def test_database_holds_the_required_entries(catalog):
+    assert REQUIRED_FPGAS <= set(catalog.hw_names("fpga"))
+    assert any(n.startswith(("stratix", "agilex")) for n in catalog.hw_names("fpga"))  # one Intel part
+    assert REQUIRED_GPUS <= set(catalog.hw_names("gpu"))
+    assert REQUIRED_CPUS <= set(catalog.hw_names("cpu"))
+    assert REQUIRED_MODELS <= set(catalog.model_names())
+    links = {catalog.link(n) for n in catalog.hw_names("link")}
+    for gen in ("Gen3", "Gen4", "Gen5"):
+        for path in ("host-staged", "peer-to-peer"):
+            assert {int(l.bandwidth_bytes_per_s / 1e9 * 10) for l in links
+                    if l.link_type == "pcie" and l.path == path and gen.lower() in l.name} .__len__() == 2
+    assert {l.link_type for l in links} >= {"pcie", "cxl", "nvlink", "ethernet-rdma"}
+
+
+def test_every_hw_entry_loads_with_provenance_on_every_number(catalog):
+    for entry in catalog.hw_entries():
+        assert entry.quantities, entry.path
+        for field, q in entry.quantities.items():
+            assert q.source.strip() and q.tag in ("datasheet", "measured", "paper", "derived", "unverified"), field
+            assert math.isfinite(q.si)
+
+
+def test_host_links_name_existing_links(catalog):
+    links = set(catalog.hw_names("link"))
+    for entry in catalog.hw_entries():
+        if entry.kind != "link" and entry.spec.host_link is not None:
+            assert entry.spec.host_link in links, entry.path
+
+
+def test_every_model_loads_with_source(catalog):
+    for entry in catalog.model_entries():
+        assert entry.spec.source.strip()
+        assert entry.tag in ("datasheet", "measured", "paper", "derived", "unverified")
+
+
+# Published parameter counts the issue names: LLaMA-2-7B (6.74e9), OPT-13B (12.85e9), Qwen3-8B (8.19e9).
+@pytest.mark.parametrize("name, published", [("llama-2-7b", 6.74e9), ("opt-13b", 12.85e9), ("qwen3-8b", 8.19e9)])
+def test_parameter_counts_match_published_sizes_within_one_percent(catalog, name, published):
+    total = param_counts(catalog.model(name)).total
+    assert abs(total / published - 1) < 0.01
+
+
+def _rounding_tolerance(value: float) -> float:
+    """Half a unit in the last printed digit of a published count (e.g. '1.7B' -> 0.05e9 / 1.7e9)."""
+    mantissa = f"{value:.6e}".split("e")[0].rstrip("0").rstrip(".")
+    digits = len(mantissa.replace(".", "").lstrip("0"))
+    return 0.5 * 10 ** (math.floor(math.log10(value)) - digits + 1) / value
+
+
+def test_every_published_count_in_the_data_is_reproduced(catalog):
+    checked = 0
+    for entry in catalog.model_entries():
+        if entry.published_params is None:
+            continue
+        published = entry.published_params.si
+        tolerance = max(0.01, _rounding_tolerance(published))
+        assert abs(param_counts(entry.spec).total / published - 1) <= tolerance, entry.spec.name
+        checked += 1
+    assert checked >= 10
+
+
+def test_rounding_tolerance_reads_printed_digits():
+    assert math.isclose(_rounding_tolerance(1.7e9), 0.05 / 1.7)
+    assert math.isclose(_rounding_tolerance(8.19e9), 0.005 / 8.19)
+
+
+def test_dfvg_paper_table_3_shapes(catalog):
+    # DFVG (ASPLOS 2026) Table 3: hidden, FFN, layers, vocab of the four pairs.
+    table3 = {"vicuna-7b": (4096, 11008, 32, 32000), "vicuna-160m": (768, 3072, 12, 32000),
+              "llama-2-7b": (4096, 11008, 32, 32000), "llama-160m": (768, 3072, 12, 32000),
+              "opt-13b": (5120, 20480, 40, 50272), "opt-125m": (768, 3072, 12, 50272),
+              "qwen3-8b": (4096, 12288, 36, 151936), "qwen3-0.6b": (1024, 3072, 28, 151936)}
+    for name, shape in table3.items():
+        spec = catalog.model(name)
+        assert (spec.d_model, spec.d_ffn, spec.n_layers, spec.vocab_size) == shape, name
+
+
+def test_dfvg_platform_figures(catalog):
+    # DFVG (ASPLOS 2026) Table 2 and hardware.md §1.
+    v80 = catalog.device("v80")
+    assert v80.main_memory.bandwidth_bytes_per_s == pytest.approx(819.2e9)
+    assert v80.fpga.clock_hz == 300e6 and v80.decode_power_w == 75 and v80.tdp_w == 190
+    rtx = catalog.device("rtx-4090")
+    assert rtx.decode_power_w == 236 and rtx.peak_for("fp16") == pytest.approx(165.2e12)
+    assert catalog.link("pcie-gen4-x16-host-staged").bandwidth_bytes_per_s == pytest.approx(31.5e9, rel=0.01)
+
+
+def test_defaults_follow_hardware_md(catalog):
+    d = catalog.defaults()
+    assert d.eta_for("fpga_hbm_bandwidth") == 0.65 and d.eta_for("link") == 0.80
+    assert d.power_fraction_for("gpu_decode_fraction") == 0.5 and d.token_record_bytes == 16
+
+
+def test_lookup_is_exact_and_suggests_close_names(catalog):
+    from dfvg_dse.catalog import UnknownNameError
+    with pytest.raises(UnknownNameError, match=r"unknown device 'rtx4090'; did you mean rtx-4090"):
+        catalog.device("rtx4090")
+    with pytest.raises(UnknownNameError, match=r"unknown model 'llama-2-7' ; ?|did you mean llama-2-7b"):
+        catalog.model("llama-2-7")
+    with pytest.raises(UnknownNameError):
+        catalog.link("v80")  # a device is not a link
+
+
+def test_open_resolves_explicit_then_env_then_shipped(tmp_path, monkeypatch, catalog):
+    (tmp_path / "m").mkdir()
+    (tmp_path / "h").mkdir()
+    assert Catalog.open(tmp_path / "m", tmp_path / "h").models_dir == tmp_path / "m"
+    monkeypatch.setenv("DFVG_DSE_MODELS_DIR", str(tmp_path / "m"))
+    assert Catalog.open().models_dir == tmp_path / "m"
+    assert Catalog.open().hwdb_dir == catalog.hwdb_dir
+    assert Catalog.open(models_dir=tmp_path / "h").models_dir == tmp_path / "h"  # the option beats the env

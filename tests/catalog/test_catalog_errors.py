@@ -1,0 +1,82 @@
+"""Bad data files give one line naming the file, the field, the value and what is allowed."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from dfvg_dse.catalog import Catalog, CatalogError
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new, 1))
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("hidden_size = 4096", "hidden_size = 0", r"llama-2-7b.toml: field 'config.hidden_size' = 0: must be a positive integer"),
+    ("hidden_size = 4096", "hidden_size = 4100", r"field 'config.num_attention_heads' = 32: must divide hidden_size \(4100\)"),
+    ('model_type = "llama"', 'model_type = "gpt2"', r"field 'config.model_type' = 'gpt2': allowed families: llama"),
+    ("num_hidden_layers = 32\n", "", r"field 'config.num_hidden_layers' missing: required by this model family"),
+    ('tag = "datasheet"', 'tag = "rumour"', r"field 'tag' = 'rumour': allowed: datasheet, measured"),
+    ('name = "llama-2-7b"', 'name = "llama2"', r"field 'name' = 'llama2': must equal the file name 'llama-2-7b'"),
+])
+def test_bad_model_file(models_copy, old, new, message):
+    path = models_copy / "llama-2-7b.toml"
+    _edit(path, old, new)
+    with pytest.raises(CatalogError, match=message) as err:
+        Catalog.open(models_copy).model("llama-2-7b")
+    assert "\n" not in str(err.value) and str(path) in str(err.value)
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ('bandwidth = { value = 1008,', 'bandwidth = { value = 0,', r"field 'memory\[0\].bandwidth.value' = 0: must be > 0"),
+    ('bandwidth = { value = 1008, unit = "GB/s"', 'bandwidth = { value = 1008, unit = "GB"',
+     r"field 'memory\[0\].bandwidth.unit' = 'GB': allowed: TB/s, GB/s, MB/s, Gb/s"),
+    ('tdp = { value = 450, unit = "W", tag = "paper", source = "DFVG (ASPLOS 2026) Table 2; NVIDIA product page" }',
+     'tdp = { value = 450, unit = "W", tag = "paper", source = "" }', r"field 'tdp.source' = '': every number needs"),
+    ('tdp = { value = 450, unit = "W", tag = "paper",', 'tdp = { value = 450, unit = "W", tag = "guess",',
+     r"field 'tdp.tag' = 'guess': allowed: datasheet"),
+    ('decode_power = { value = 236,', 'decode_power = { value = 500,', r"field 'decode_power' = 500.0: must be <= tdp"),
+    ('host_link =', 'host_lnk =', r"field 'host_lnk' = .*unknown field; did you mean 'host_link'"),
+    ('kind = "gpu"', 'kind = "fpga"', r"field 'kind' = 'fpga': must be 'gpu'"),
+])
+def test_bad_hardware_file(hwdb_copy, old, new, message):
+    path = hwdb_copy / "gpu" / "rtx-4090.toml"
+    _edit(path, old, new)
+    with pytest.raises(CatalogError, match=message) as err:
+        Catalog.open(hwdb_dir=hwdb_copy).device("rtx-4090")
+    assert "\n" not in str(err.value) and str(path) in str(err.value)
+
+
+def test_missing_required_quantity(hwdb_copy):
+    path = hwdb_copy / "fpga" / "v80.toml"
+    path.write_text(re.sub(r"(?m)^branch_lanes = .*\n", "", path.read_text()))
+    with pytest.raises(CatalogError, match=r"v80.toml: field 'branch_lanes' missing: required for a fpga entry"):
+        Catalog.open(hwdb_dir=hwdb_copy).device("v80")
+
+
+def test_invalid_toml_names_the_file(hwdb_copy):
+    path = hwdb_copy / "link" / "nvlink-3.toml"
+    path.write_text("name = \n")
+    with pytest.raises(CatalogError, match=r"nvlink-3.toml: not valid TOML"):
+        Catalog.open(hwdb_dir=hwdb_copy).link("nvlink-3")
+
+
+def test_bad_defaults_file(hwdb_copy):
+    _edit(hwdb_copy / "defaults.toml", "[efficiency]", "[efficiency]\nsurprise = 1")
+    with pytest.raises(CatalogError, match=r"defaults.toml: field 'efficiency.surprise' = 1: unknown key"):
+        Catalog.open(hwdb_dir=hwdb_copy).device("v80")
+
+
+def test_import_rejects_bad_config(tmp_path, catalog):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "llama", "hidden_size": 100, "num_attention_heads": 3}))
+    with pytest.raises(CatalogError, match=r"config.json: field 'config.num_attention_heads' = 3: must divide"):
+        catalog.import_model(config, "x", out_dir=tmp_path)
+    config.write_text("{not json")
+    with pytest.raises(CatalogError, match=r"config.json: not valid JSON"):
+        catalog.import_model(config, "x", out_dir=tmp_path)
+    assert not list(tmp_path.glob("*.toml"))
