@@ -184,7 +184,7 @@ def cost(ctx: click.Context, model_name: str, device_name: str, tokens: str, con
              f"{r['flops']:.3e}", f"{r['bytes']:.3e}",
              ("yes" if r["memory_fit"]["fits"] else "NO") + f" ({r['memory_fit']['required_bytes'] / 1e9:.3g} of "
              f"{r['memory_fit']['capacity_bytes'] / 1e9:.3g} GB)"] for r in records]
-    _emit_table(rows, ["n", "c", "b", "time (ms)", "tokens/s", "bound", "FLOPs", "bytes", "fits"])
+    _emit_table(rows, ["n", "c", "b", "time (ms)", "n·b/time (tok/s)", "bound", "FLOPs", "bytes", "fits"])
 
 
 
