@@ -7,12 +7,14 @@ and exit code 2. With --json, stdout holds one JSON document and nothing else.
 from __future__ import annotations
 
 import json
+import re
+import sys
 
 import click
 
 from dfvg_dse import __version__
 from dfvg_dse.catalog import HW_KINDS, Catalog, CatalogError
-from dfvg_dse.report import cost_records, hw_record, hw_summary, model_record, parse_int_list
+from dfvg_dse.report import cost_records, device_inputs, hw_record, hw_summary, model_record
 from dfvg_dse.specs import InputError
 from dfvg_dse.units import DTYPE_BYTES, TAGS
 
@@ -24,13 +26,59 @@ class UserError(click.ClickException):
 
 
 class _Group(click.Group):
-    """Root group that turns library errors into UserError (one line, exit 2, no traceback)."""
+    """Root group: library errors become UserError, and every usage error prints one line, exit 2."""
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except (CatalogError, InputError) as err:
             raise UserError(str(err)) from None
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.UsageError as err:
+            where = err.ctx.command_path if err.ctx else "dfvg-dse"
+            click.echo(f"Error: {err.format_message()} (see '{where} --help')", err=True)
+            code = 2
+        except click.ClickException as err:
+            err.show()
+            code = err.exit_code
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            code = 1
+        if not standalone_mode:
+            return code
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+MAX_VALUE = 10**9  # tokens, context or batch beyond this is a typo, not a design
+MAX_POINTS = 100_000  # (n, c, b) combinations per `cost` call; one row is printed per point
+
+
+def parse_int_list(text: str, name: str, minimum: int) -> list[int]:
+    """'4', '1,2,4', '1-64' (step 1), '0-8192:1024' (step) or '1-512:x2' (doubling) -> integers."""
+    values: list[int] = []
+    for part in text.split(","):
+        match = re.fullmatch(r"(\d+)(?:-(\d+)(?::(x?)(\d+))?)?", part.strip())
+        if not match:
+            raise InputError(f"{name} {text!r}: expected integers like 4, 1,2,4, 1-64, 0-8192:1024 or 1-512:x2")
+        start, stop, mult, step = match.groups()
+        first, last, stride = int(start), int(stop or start), int(step or 1)
+        if max(first, last) > MAX_VALUE:
+            raise InputError(f"{name} {part.strip()!r}: values must be <= {MAX_VALUE:.0e}")
+        if last < first or stride < 1 or (mult and (stride < 2 or first < 1)):
+            raise InputError(f"{name} {part.strip()!r}: a range needs start <= stop and a step >= 1 "
+                             "(x2 or more, from 1 up, to multiply)")
+        if not mult and (last - first) // stride >= MAX_POINTS:
+            raise InputError(f"{name} {part.strip()!r}: more than {MAX_POINTS:,} values")
+        value = first
+        while value <= last:
+            values.append(value)
+            value = value * stride if mult else value + stride
+    if any(v < minimum for v in values):
+        raise InputError(f"{name} {text!r}: every value must be >= {minimum}")
+    return values
 
 
 def _emit_json(document) -> None:
@@ -85,7 +133,8 @@ def hw_list(ctx: click.Context, kind: str | None, as_json: bool) -> None:
 @click.pass_context
 def hw_show(ctx: click.Context, name: str, as_json: bool) -> None:
     """Show one entry: every number with its unit, tag and source."""
-    record = hw_record(_catalog(ctx).hw_entry(name))
+    entry = _catalog(ctx).hw_entry(name)
+    record = hw_record(entry)
     if as_json:
         _emit_json(record)
         return
@@ -93,7 +142,11 @@ def hw_show(ctx: click.Context, name: str, as_json: bool) -> None:
     click.echo(f"file: {record['path']}")
     _emit_table([[f, f"{q['value']:g} {q['unit']}", q["tag"], q["source"]] for f, q in record["sources"].items()],
                 ["field", "value", "tag", "source"])
-    click.echo(f"summary: {hw_summary(_catalog(ctx).hw_entry(name))}")
+    click.echo("")
+    if entry.kind == "link":
+        click.echo(f"model inputs: {hw_summary(entry)}")
+    else:
+        _emit_table([list(row) for row in device_inputs(entry.spec)], ["model input (after defaults)", "value"])
 
 
 # -- models -----------------------------------------------------------------------------------
@@ -172,19 +225,27 @@ def cost(ctx: click.Context, model_name: str, device_name: str, tokens: str, con
     catalog = _catalog(ctx)
     model = catalog.model(model_name).with_dtypes(weight_dtype, kv_dtype)
     device = catalog.device(device_name)
-    records = cost_records(model, device, parse_int_list(tokens, "--tokens", 1),
-                           parse_int_list(context, "--context", 0), parse_int_list(batch, "--batch", 1))
+    grid = [parse_int_list(tokens, "--tokens", 1), parse_int_list(context, "--context", 0),
+            parse_int_list(batch, "--batch", 1)]
+    if len(grid[0]) * len(grid[1]) * len(grid[2]) > MAX_POINTS:
+        raise InputError(f"--tokens x --context x --batch: {len(grid[0]) * len(grid[1]) * len(grid[2]):,} points; "
+                         f"at most {MAX_POINTS:,} per call")
+    records = cost_records(model, device, *grid)
     if as_json:
         _emit_json(records[0] if len(records) == 1 else records)
         return
     first = records[0]
-    click.echo(f"{model.name} ({model.weight_dtype}) on {device.name}: achieved {first['achieved_flops_per_s']:.3g} "
-               f"FLOP/s, {first['bandwidth_bytes_per_s']:.3g} B/s; compute knee at n* = {first['knee_tokens']:.1f}")
-    rows = [[r["tokens"], r["context"], r["batch"], f"{r['time_s'] * 1e3:.4g}", f"{r['tokens_per_s']:.4g}", r["bound"],
+    click.echo(f"{model.name} ({model.weight_dtype}) on {device.name}: achieved (peak x efficiency) "
+               f"{first['achieved_flops_per_s']:.3g} FLOP/s and {first['achieved_bandwidth_bytes_per_s']:.3g} B/s; "
+               f"compute knee at n* = {first['knee_tokens']:.1f} tokens")
+    click.echo("n: new tokens per forward, c: tokens already in the KV cache, b: sequences in the batch")
+    rows = [[r["tokens"], r["context"], r["batch"], f"{r['time_s'] * 1e3:.3f}", f"{r['tokens_per_s']:.1f}", r["bound"],
              f"{r['flops']:.3e}", f"{r['bytes']:.3e}",
              ("yes" if r["memory_fit"]["fits"] else "NO") + f" ({r['memory_fit']['required_bytes'] / 1e9:.3g} of "
              f"{r['memory_fit']['capacity_bytes'] / 1e9:.3g} GB)"] for r in records]
     _emit_table(rows, ["n", "c", "b", "time (ms)", "n·b/time (tok/s)", "bound", "FLOPs", "bytes", "fits"])
+    for warning in sorted({w for r in records for w in r["warnings"]}):
+        click.echo(f"warning: {warning}", err=True)
 
 
 

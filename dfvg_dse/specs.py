@@ -11,6 +11,8 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from dfvg_dse.units import DTYPE_BYTES, DTYPE_COMPUTE
 
 
@@ -93,9 +95,11 @@ class ModelSpec:
     ffn_bias: bool = False
     qk_norm: bool = False
     norm: str = "rms"
-    pre_norm: bool = True
+    norm_affine: bool = True  # OPT's layer_norm_elementwise_affine = false leaves norms without parameters
+    final_norm: bool = True  # post-LN OPT (350M) and _remove_final_layer_norm have none
     d_embed: int = 0  # 0 means d_model
     learned_positions: int = 0
+    sliding_window: int = 0  # attention span in tokens (Mistral-7B v0.1: 4096); 0 means full context
     weight_dtype: str = "float16"
     kv_dtype: str = "float16"
     display_name: str = ""
@@ -112,8 +116,9 @@ class ModelSpec:
         if self.d_embed == 0:
             object.__setattr__(self, "d_embed", self.d_model)
         _require_int(self, "d_embed")
-        if self.learned_positions < 0:
-            raise SpecError("learned_positions", self.learned_positions, "must be >= 0")
+        for name in ("learned_positions", "sliding_window"):
+            if isinstance(getattr(self, name), bool) or getattr(self, name) < 0:
+                raise SpecError(name, getattr(self, name), "must be an integer >= 0")
         _require_choice(self, "norm", NORMS)
         _require_choice(self, "weight_dtype", list(DTYPE_BYTES))
         _require_choice(self, "kv_dtype", list(DTYPE_BYTES))
@@ -136,6 +141,10 @@ class ModelSpec:
         """Bytes of K and V cached per token per sequence, all layers."""
         return 2 * self.n_layers * self.n_kv_heads * self.head_dim * self.kv_bytes_per_value
 
+    def attended_context(self, context_tokens):
+        """Cached tokens a new token attends to: all of them, or the last `sliding_window`."""
+        return context_tokens if self.sliding_window == 0 else np.minimum(context_tokens, self.sliding_window)
+
     def with_dtypes(self, weight_dtype: str | None = None, kv_dtype: str | None = None) -> ModelSpec:
         """The same model stored in other dtypes (quantised weights, a smaller KV cache)."""
         return dataclasses.replace(self, weight_dtype=weight_dtype or self.weight_dtype,
@@ -143,6 +152,13 @@ class ModelSpec:
 
 
 DEVICE_KINDS = ("gpu", "fpga", "cpu")
+PEAK_FALLBACKS = {
+    "fp16": ("fp16", "bf16", "fp32"),
+    "bf16": ("bf16", "fp16", "fp32"),
+    "fp8": ("fp8", "fp16", "bf16", "fp32"),
+    "int8": ("int8", "fp16", "bf16", "fp32"),
+    "fp32": ("fp32",),
+}
 MEMORY_TIERS = ("hbm", "gddr", "ddr")
 
 
@@ -219,7 +235,7 @@ class DeviceSpec:
     decode_power_w: float
     idle_power_w: float
     display_name: str = ""
-    price_per_hour_usd: float | None = None
+    price_usd_per_s: float | None = None
     host_link: str | None = None
     fpga: FpgaFabric | None = None
     cores: int | None = None
@@ -243,12 +259,18 @@ class DeviceSpec:
             raise SpecError("idle_power", self.idle_power_w, f"must be <= decode_power ({self.decode_power_w} W)")
 
     def peak_for(self, dtype: str) -> float:
-        """Dense peak ops/s for a compute dtype, falling back fp16 <-> bf16, then fp32."""
+        """Dense peak ops/s for a compute dtype (fp16, bf16, fp32, fp8, int8).
+
+        A missing low-precision rate falls back to a wider one the device has (fp8 and int8
+        weights dequantised to fp16/bf16, half precision computed in fp32): slower, never faster.
+        fp32 has no fallback: costing it at a half-precision rate would be optimistic.
+        """
         table = dict(self.peak_flops_per_s)
-        for candidate in (dtype, {"bf16": "fp16", "fp16": "bf16"}.get(dtype, dtype), "fp16", "fp32"):
+        for candidate in PEAK_FALLBACKS.get(dtype, (dtype,)):
             if candidate in table:
                 return table[candidate]
-        return max(table.values())
+        raise SpecError(f"peak_{dtype}", None, f"device '{self.name}' states no {dtype} peak; "
+                                               f"it has {', '.join(table)}")
 
     @property
     def main_memory(self) -> MemoryTier:
@@ -334,3 +356,97 @@ class CalibrationDefaults:
 
     def power_fraction_for(self, key: str) -> float:
         return dict(self.power_fraction)[key]
+
+
+@dataclass(frozen=True)
+class TreeSpec:
+    """A token tree as data: node 0 is the root (the last accepted token), then the draft tokens.
+
+    `parents[i]` is the index of node i's parent (-1 for the root) and always below i, so the order
+    is topological (ancestors first, which is also TreeSort's order). `ranks[i]` is node i's 0-based
+    rank among its siblings: the draft's i-th most likely child. Depth counts levels below the
+    root: a chain of 4 draft tokens has depth 4 and 5 nodes; `budget` counts draft tokens.
+    """
+
+    parents: tuple[int, ...]
+    ranks: tuple[int, ...]
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.parents or self.parents[0] != -1:
+            raise SpecError("parents", list(self.parents[:3]), "must start with -1 (the root)")
+        if len(self.ranks) != len(self.parents):
+            raise SpecError("ranks", len(self.ranks), f"must have one rank per node ({len(self.parents)})")
+        seen: set[tuple[int, int]] = set()
+        for i, (parent, rank) in enumerate(zip(self.parents, self.ranks)):
+            if i and not (0 <= parent < i):
+                raise SpecError(f"parents[{i}]", parent, f"must be an earlier node, 0..{i - 1} (ancestors first)")
+            if rank < 0 or (i and (parent, rank) in seen):
+                raise SpecError(f"ranks[{i}]", rank, "must be >= 0 and distinct among siblings")
+            seen.add((parent, rank))
+
+    @property
+    def n_nodes(self) -> int:
+        """Nodes including the root."""
+        return len(self.parents)
+
+    @property
+    def budget(self) -> int:
+        """Draft tokens: nodes without the root."""
+        return len(self.parents) - 1
+
+    @property
+    def depths(self) -> tuple[int, ...]:
+        """Depth of every node; the root has depth 0."""
+        depth = [0] * len(self.parents)
+        for i in range(1, len(self.parents)):
+            depth[i] = depth[self.parents[i]] + 1
+        return tuple(depth)
+
+    @property
+    def depth(self) -> int:
+        """Levels below the root."""
+        return max(self.depths)
+
+    def level_widths(self) -> tuple[int, ...]:
+        """Nodes per level 1..depth."""
+        counts = [0] * (self.depth + 1)
+        for d in self.depths[1:]:
+            counts[d] += 1
+        return tuple(counts[1:])
+
+
+@dataclass(frozen=True)
+class AcceptanceProfile:
+    """Acceptance statistics of a draft/target pair (model.md §4).
+
+    `rank_probs[r]`: P(the (r+1)-th ranked child is accepted | its parent was), Sequoia's p_k,
+    unconditional over siblings so the sum is <= 1. A scalar alpha is the vector (alpha,).
+    `depth_rank[d][r]`: the same at depth d+1; rows past the last reuse the last row.
+    """
+
+    name: str
+    rank_probs: tuple[float, ...]
+    depth_rank: tuple[tuple[float, ...], ...] | None = None
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        rows = [self.rank_probs] + list(self.depth_rank or [])
+        for d, row in enumerate(rows):
+            field = "rank_probs" if d == 0 else f"depth_rank[{d - 1}]"
+            if not row:
+                raise SpecError(field, list(row), "needs at least one probability")
+            for r, value in enumerate(row):
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0.0 <= value <= 1.0):
+                    raise SpecError(f"{field}[{r}]", value, "must be a probability in [0, 1]")
+            if sum(row) > 1.0 + 1e-6:
+                raise SpecError(field, round(sum(row), 6), "ranked children are exclusive: the sum must be <= 1")
+
+    def matrix(self, depth: int, width: int) -> np.ndarray:
+        """P[d, r] for d = 1..depth (rows) and r = 1..width (columns), padded with zeros."""
+        rows = self.depth_rank or (self.rank_probs,)
+        out = np.zeros((depth, width))
+        for d in range(depth):
+            row = rows[min(d, len(rows) - 1)]
+            out[d, :min(width, len(row))] = row[:width]
+        return out

@@ -72,7 +72,8 @@ DTYPE_COMPUTE: dict[str, str] = {
     "bfloat16": "bf16",
     "bf16": "bf16",
     "int8": "int8",
-    "fp8": "int8",
+    # A device without an fp8 peak (A100, RTX 3090) runs fp8 weights through its fp16 path.
+    "fp8": "fp8",
     # Weight-only int4 dequantises to fp16 before the matmul.
     "int4": "fp16",
 }

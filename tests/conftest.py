@@ -18,10 +18,26 @@ settings.register_profile("ci", deadline=None, max_examples=100, derandomize=Tru
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_user_dir(tmp_path_factory):
+    """The user's own data directory (XDG_DATA_HOME) points at an empty temp folder for the session."""
+    saved = {k: os.environ.get(k) for k in ("XDG_DATA_HOME", "DFVG_DSE_MODELS_DIR", "DFVG_DSE_HWDB_DIR")}
+    os.environ["XDG_DATA_HOME"] = str(tmp_path_factory.mktemp("xdg"))
+    os.environ.pop("DFVG_DSE_MODELS_DIR", None)
+    os.environ.pop("DFVG_DSE_HWDB_DIR", None)
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
 @pytest.fixture(autouse=True)
 def _isolated_state(tmp_path_factory, monkeypatch):
-    """No test writes to the real results/, and no user setting leaks in."""
+    """No test writes to the real results/ or the user data directory, and no user setting leaks in."""
     monkeypatch.setenv("DFVG_DSE_RESULTS_DIR", str(tmp_path_factory.mktemp("results")))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("xdg")))
     monkeypatch.delenv("DFVG_DSE_MODELS_DIR", raising=False)
     monkeypatch.delenv("DFVG_DSE_HWDB_DIR", raising=False)
 

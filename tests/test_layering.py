@@ -15,6 +15,8 @@ ALLOWED = {
     "specs": {"units"},
     "catalog.*": {"units", "specs"},
     "costs.*": {"units", "specs"},
+    "acceptance.*": {"units", "specs"},
+    "tree.*": {"units", "specs", "acceptance"},
     "report.*": {"units", "specs", "costs"},
     "cli": {"units", "specs", "catalog", "report", "__init__"},
     "__init__": {"units", "specs", "catalog"},

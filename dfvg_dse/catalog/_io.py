@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import tomllib
@@ -48,28 +49,37 @@ def _read_toml_cached(path: str, mtime_ns: int) -> dict:
         return tomllib.load(handle)
 
 
-def read_toml(path: Path) -> dict:
-    """Parse one TOML file; a syntax error becomes one line naming the file."""
+def _parse(path: Path, parse, syntax_error: type, what: str):
+    """Run `parse`; every way reading `path` can fail becomes one CatalogError line."""
     try:
-        return _read_toml_cached(str(path), path.stat().st_mtime_ns)
-    except tomllib.TOMLDecodeError as err:
-        raise CatalogError(f"{path}: not valid TOML: {err}") from None
+        return parse()
+    except syntax_error as err:
+        raise CatalogError(f"{path}: not valid {what}: {err}") from None
+    except UnicodeDecodeError:
+        raise CatalogError(f"{path}: not valid UTF-8 text") from None
     except OSError as err:
-        raise CatalogError(f"{path}: cannot read: {err.strerror}") from None
+        raise CatalogError(f"{path}: cannot read: {err.strerror or err}") from None
+
+
+def read_toml(path: Path) -> dict:
+    """Parse one TOML file (a copy: a caller that edits it cannot change what the next reader sees)."""
+    return copy.deepcopy(_parse(path, lambda: _read_toml_cached(str(path), path.stat().st_mtime_ns),
+                                tomllib.TOMLDecodeError, "TOML"))
 
 
 def read_json(path: Path) -> dict:
-    """Parse a JSON object (a Hugging Face config.json); errors become one line."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except json.JSONDecodeError as err:
-        raise CatalogError(f"{path}: not valid JSON: {err}") from None
-    except OSError as err:
-        raise CatalogError(f"{path}: cannot read: {err.strerror}") from None
+    """Parse a JSON object (a Hugging Face config.json)."""
+    data = _parse(path, lambda: json.loads(path.read_bytes().decode("utf-8")), json.JSONDecodeError, "JSON")
     if not isinstance(data, dict):
         raise CatalogError(f"{path}: expected a JSON object, got {type(data).__name__}")
     return data
+
+
+def _finite(value: int | float) -> bool:
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:  # an integer past float range
+        return False
 
 
 def parse_quantity(path: Path, field: str, raw: Any, dimension: str, positive: bool = True) -> Quantity:
@@ -80,7 +90,7 @@ def parse_quantity(path: Path, field: str, raw: Any, dimension: str, positive: b
     if extra:
         raise DataError(path, f"{field}.{extra[0]}", raw[extra[0]], "allowed keys: value, unit, tag, source")
     value = raw.get("value", _MISSING)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value):
         raise DataError(path, f"{field}.value", value, "must be a finite number")
     if value < 0 or (positive and value == 0):
         raise DataError(path, f"{field}.value", value, "must be > 0" if positive else "must be >= 0")
@@ -89,10 +99,10 @@ def parse_quantity(path: Path, field: str, raw: Any, dimension: str, positive: b
     if dimension == units.FRACTION and value > 1:
         raise DataError(path, f"{field}.value", value, "must be a fraction in (0, 1]")
     unit = raw.get("unit", _MISSING)
-    if unit not in units.UNITS or units.UNITS[unit][0] != dimension:
+    if not isinstance(unit, str) or unit not in units.UNITS or units.UNITS[unit][0] != dimension:
         raise DataError(path, f"{field}.unit", unit, f"allowed: {', '.join(units.units_of(dimension))}")
     tag = raw.get("tag", _MISSING)
-    if tag not in units.TAGS:
+    if not isinstance(tag, str) or tag not in units.TAGS:
         raise DataError(path, f"{field}.tag", tag, f"allowed: {', '.join(units.TAGS)}")
     source = raw.get("source", _MISSING)
     if not isinstance(source, str) or not source.strip():

@@ -23,7 +23,7 @@ _COMMON = {
     "forward_overhead": (units.SECONDS, False, False),
     "price_per_hour": (units.USD_PER_S, False, True),
 }
-_PEAKS = {f"peak_{d}": (units.FLOP_PER_S, False, True) for d in ("fp16", "bf16", "fp32", "int8", "fp16_fp16acc")}
+_PEAKS = {f"peak_{d}": (units.FLOP_PER_S, False, True) for d in ("fp16", "bf16", "fp32", "int8", "fp8", "fp16_fp16acc")}
 QUANTITY_FIELDS = {
     "gpu": {**_COMMON, **_PEAKS, "peak_fp16": (units.FLOP_PER_S, True, True), "onchip_sram": (units.BYTES, False, True)},
     "cpu": {**_COMMON, **_PEAKS, "peak_fp32": (units.FLOP_PER_S, True, True), "cores": (units.COUNT, True, True),
@@ -75,7 +75,9 @@ def _spec_error(path: Path, err: SpecError, prefix: str = "") -> DataError:
     return DataError(path, prefix + _SI_SUFFIX.sub("", err.field), err.value, err.allowed)
 
 
-def _memory_tiers(path: Path, data: dict, kind: str, defaults: CalibrationDefaults) -> tuple[MemoryTier, ...]:
+def _memory_tiers(path: Path, data: dict, kind: str, defaults: CalibrationDefaults,
+                  found: dict[str, Quantity]) -> tuple[MemoryTier, ...]:
+    """The [[memory]] tables as MemoryTier specs; their quantities are added to `found`."""
     raw = data.get("memory", _MISSING)
     if not isinstance(raw, list) or not raw:
         raise DataError(path, "memory", raw, "needs one or more [[memory]] tables")
@@ -94,8 +96,11 @@ def _memory_tiers(path: Path, data: dict, kind: str, defaults: CalibrationDefaul
             default_eta = defaults.eta_for(f"{kind}_bandwidth")
         capacity = parse_quantity(path, f"{field}.capacity", table.get("capacity", _MISSING), units.BYTES)
         bandwidth = parse_quantity(path, f"{field}.bandwidth", table.get("bandwidth", _MISSING), units.BYTES_PER_S)
+        found[f"{field}.capacity"], found[f"{field}.bandwidth"] = capacity, bandwidth
         eta = table.get("efficiency")
-        eta_si = default_eta if eta is None else parse_quantity(path, f"{field}.efficiency", eta, units.FRACTION).si
+        if eta is not None:
+            found[f"{field}.efficiency"] = parse_quantity(path, f"{field}.efficiency", eta, units.FRACTION)
+        eta_si = default_eta if eta is None else found[f"{field}.efficiency"].si
         try:
             tiers.append(MemoryTier(tier, capacity.si, bandwidth.si, eta_si))
         except SpecError as err:
@@ -124,20 +129,23 @@ def parse_device(path: Path, data: dict, kind: str, defaults: CalibrationDefault
                 sram_efficiency=defaults.eta_for("fpga_sram_bandwidth"), branch_lanes=int(q["branch_lanes"].si))
         except SpecError as err:
             raise _spec_error(path, err) from None
+        # Half precision and int8 use the packed products; fp32 one MAC per DSP per cycle (DSP58's
+        # native DSPFP32 mode; optimistic for DSP48E2 parts, which need several DSPs per fp32 product).
         peaks = tuple((d, fabric.peak_flops_per_s) for d in ("fp16", "bf16", "int8"))
+        peaks += (("fp32", fabric.pe_dsp_count * 2 * fabric.clock_hz),)
     else:
         peaks = tuple((f[5:], quantity.si) for f, quantity in q.items()
                       if f.startswith("peak_") and f != "peak_fp16_fp16acc")
     try:
         spec = DeviceSpec(
             name=data["name"], kind=kind, display_name=read_string(path, data, "display_name", data["name"]),
-            peak_flops_per_s=peaks, memory=_memory_tiers(path, data, kind, defaults),
+            peak_flops_per_s=peaks, memory=_memory_tiers(path, data, kind, defaults, q),
             eta_compute=si("eta_compute", defaults.eta_for(f"{kind}_compute")),
             layer_overhead_s=si("layer_overhead", defaults.overhead_for(f"{kind}_layer")),
             forward_overhead_s=si("forward_overhead", defaults.overhead_for(f"{kind}_forward")),
             tdp_w=tdp, decode_power_w=si("decode_power", tdp * defaults.power_fraction_for(f"{kind}_decode_fraction")),
             idle_power_w=si("idle_power", tdp * defaults.power_fraction_for(f"{kind}_idle_fraction")),
-            price_per_hour_usd=q["price_per_hour"].value if "price_per_hour" in q else None,
+            price_usd_per_s=q["price_per_hour"].si if "price_per_hour" in q else None,
             host_link=read_string(path, data, "host_link", None), fpga=fabric,
             cores=int(q["cores"].si) if "cores" in q else None, source=str(path))
     except SpecError as err:

@@ -47,28 +47,46 @@ def _dtype(path, config: dict) -> str:
     for key in DTYPE_KEYS:
         value = config.get(key)
         if value is not None:
-            if value not in units.DTYPE_BYTES:
+            if not isinstance(value, str) or value not in units.DTYPE_BYTES:
                 raise DataError(path, f"config.{key}", value, f"allowed: {', '.join(units.DTYPE_BYTES)}")
             return value
     return "float16"  # config.json without a dtype: transformers loads fp32, but decode runs in half precision
 
 
-def _family_fields(path, config: dict, family: str) -> dict:
+# transformers' config-class defaults for keys a config.json may omit (None: derived below).
+KV_HEADS_DEFAULT = {"llama": None, "mistral": 8, "qwen2": 32, "qwen3": 32}
+HEAD_DIM_DEFAULT = {"llama": None, "mistral": None, "qwen2": None, "qwen3": 128}
+
+
+def _opt_fields(path, config: dict, hidden: int, heads: int) -> dict:
+    bias = _bool(path, config, "enable_bias", True)
+    final_norm = _bool(path, config, "do_layer_norm_before", True) and not _bool(
+        path, config, "_remove_final_layer_norm", False)
+    return dict(d_ffn=_int(path, config, "ffn_dim"), n_kv_heads=heads, head_dim=hidden // heads,
+                tied_embeddings=True, gated_ffn=False, qkv_bias=bias, o_bias=bias, ffn_bias=bias, norm="layer",
+                norm_affine=_bool(path, config, "layer_norm_elementwise_affine", True), final_norm=final_norm,
+                d_embed=_int(path, config, "word_embed_proj_dim", hidden),
+                learned_positions=_int(path, config, "max_position_embeddings") + OPT_POSITION_OFFSET)
+
+
+def _family_fields(path, config: dict, family: str, hidden: int, heads: int) -> dict:
     """The family-specific part of a ModelSpec, read with the config's own key names."""
     if family == "opt":
-        hidden, heads = _int(path, config, "hidden_size"), _int(path, config, "num_attention_heads")
-        bias = _bool(path, config, "enable_bias", True)
-        return dict(d_ffn=_int(path, config, "ffn_dim"), n_kv_heads=heads, head_dim=hidden // heads if hidden % heads == 0 else 1,
-                    tied_embeddings=True, gated_ffn=False, qkv_bias=bias, o_bias=bias, ffn_bias=bias, norm="layer",
-                    pre_norm=_bool(path, config, "do_layer_norm_before", True),
-                    d_embed=_int(path, config, "word_embed_proj_dim", hidden),
-                    learned_positions=_int(path, config, "max_position_embeddings") + OPT_POSITION_OFFSET)
-    hidden, heads = _int(path, config, "hidden_size"), _int(path, config, "num_attention_heads")
+        return _opt_fields(path, config, hidden, heads)
     attention_bias = _bool(path, config, "attention_bias", False)
+    # Mistral applies its window to every layer (absent key: 4096, null: none); Qwen only when
+    # use_sliding_window is true.
+    if family == "mistral":
+        window = _int(path, config, "sliding_window", 4096) if config.get("sliding_window", 4096) else 0
+    elif family in ("qwen2", "qwen3") and _bool(path, config, "use_sliding_window", False):
+        window = _int(path, config, "sliding_window")
+    else:
+        window = 0
     return dict(
+        sliding_window=window,
         d_ffn=_int(path, config, "intermediate_size"),
-        n_kv_heads=_int(path, config, "num_key_value_heads", heads),
-        head_dim=_int(path, config, "head_dim", hidden // heads if hidden % heads == 0 else 1),
+        n_kv_heads=_int(path, config, "num_key_value_heads", KV_HEADS_DEFAULT[family] or heads),
+        head_dim=_int(path, config, "head_dim", HEAD_DIM_DEFAULT[family] or hidden // heads),
         tied_embeddings=_bool(path, config, "tie_word_embeddings", False),
         qkv_bias=family == "qwen2" or attention_bias,
         o_bias=attention_bias and family in ("llama", "qwen3"),
@@ -87,12 +105,12 @@ def model_spec_from_hf_config(path: Path | str, config: dict, name: str, display
                               source: str = "") -> ModelSpec:
     """Map Hugging Face config.json fields onto a ModelSpec; problems name `path` and the key."""
     family = config.get("model_type", _MISSING)
-    if family not in FAMILIES:
+    if not isinstance(family, str) or family not in FAMILIES:
         raise DataError(path, "config.model_type", family, f"allowed families: {', '.join(FAMILIES)}")
     hidden, heads = _int(path, config, "hidden_size"), _int(path, config, "num_attention_heads")
     if hidden % heads:
         raise DataError(path, "config.num_attention_heads", heads, f"must divide hidden_size ({hidden})")
-    fields = _family_fields(path, config, family)
+    fields = _family_fields(path, config, family, hidden, heads)
     if heads % fields["n_kv_heads"]:
         raise DataError(path, "config.num_key_value_heads", fields["n_kv_heads"],
                         f"must divide num_attention_heads ({heads})")

@@ -38,7 +38,8 @@ def memory_fit(model: ModelSpec, device: DeviceSpec, context_tokens, batch=1) ->
     tokens in flight).
     """
     weights = float(param_counts(model).total * model.weight_bytes_per_param)
-    kv = np.asarray(batch, dtype=float) * np.asarray(context_tokens, dtype=float) * model.kv_bytes_per_token
+    cached = model.attended_context(np.asarray(context_tokens, dtype=float))  # a rolling buffer under a window
+    kv = np.asarray(batch, dtype=float) * cached * model.kv_bytes_per_token
     required = weights + kv
     capacity = device.memory_capacity_bytes
     return MemoryFit(required <= capacity, required, capacity, weights, kv)

@@ -39,7 +39,7 @@ def fpga_forward_cost(model: ModelSpec, device: DeviceSpec, n_tokens, context_to
     memory = memory_time_s(
         [sram_bytes, offchip_bytes],
         [fabric.sram_bandwidth_bytes_per_s * fabric.sram_efficiency, offchip.achieved_bandwidth_bytes_per_s])
-    compute = work.flops / (fabric.peak_flops_per_s * device.eta_compute)
+    compute = work.flops / (device.peak_for(model.compute_dtype) * device.eta_compute)
     overhead = passes * (device.forward_overhead_s + model.n_layers * device.layer_overhead_s)
     roof = roofline_time(compute, memory, overhead)
     return forward_cost(roof, work.flops, sram_bytes + offchip_bytes, passes, on_chip)

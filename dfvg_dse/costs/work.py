@@ -27,6 +27,13 @@ class ParamCounts(NamedTuple):
     read_per_forward: int  # streamed by one forward: all but the embedding tables, LM head included
 
 
+def _norm_params(model: ModelSpec) -> int:
+    """Parameters of one norm: LayerNorm has weight and bias, RMSNorm a weight; none when not affine."""
+    if not model.norm_affine:
+        return 0
+    return 2 * model.d_model if model.norm == "layer" else model.d_model
+
+
 def _layer_counts(model: ModelSpec) -> tuple[int, int]:
     """(matmul weights, all parameters) of one decoder layer."""
     d, h, kv, dh, f = model.d_model, model.n_heads, model.n_kv_heads, model.head_dim, model.d_ffn
@@ -34,7 +41,7 @@ def _layer_counts(model: ModelSpec) -> tuple[int, int]:
     ffn_w = (3 if model.gated_ffn else 2) * d * f  # gate, up, down (gated) or fc1, fc2
     biases = (h * dh + 2 * kv * dh if model.qkv_bias else 0) + (d if model.o_bias else 0)
     biases += f + d if model.ffn_bias else 0
-    norm = 2 * d if model.norm == "layer" else d  # LayerNorm has weight and bias
+    norm = _norm_params(model)
     qk_norm = 2 * dh if model.qk_norm else 0  # Qwen3: one RMSNorm over head_dim for q and k
     return attn_w + ffn_w, attn_w + ffn_w + biases + 2 * norm + qk_norm
 
@@ -46,7 +53,7 @@ def param_counts(model: ModelSpec) -> ParamCounts:
     head = de * v
     embedding = v * de + model.learned_positions * d
     proj = 2 * d * de if de != d else 0  # OPT-350M project_in / project_out, no bias
-    final_norm = (2 * d if model.norm == "layer" else d) if model.pre_norm else 0  # post-LN OPT has none
+    final_norm = _norm_params(model) if model.final_norm else 0
     total = embedding + model.n_layers * layer_all + final_norm + proj + (0 if model.tied_embeddings else head)
     matmul = model.n_layers * layer_matmul + proj + head
     # A tied head lives in the embedding table but is still streamed whole for the logits.
@@ -94,7 +101,7 @@ def forward_work(model: ModelSpec, n_tokens, context_tokens, batch=1, tree_pairs
         ForwardWork with FLOPs (multiply and add counted as 2) and bytes.
     """
     n = np.asarray(n_tokens, dtype=float)
-    c = np.asarray(context_tokens, dtype=float)
+    c = model.attended_context(np.asarray(context_tokens, dtype=float))  # a sliding window caps the cache
     b = np.asarray(batch, dtype=float)
     pairs = chain_tree_pairs(n) if tree_pairs is None else np.asarray(tree_pairs, dtype=float)
     counts = param_counts(model)
@@ -110,5 +117,5 @@ def forward_work(model: ModelSpec, n_tokens, context_tokens, batch=1, tree_pairs
         weight_bytes=weight,
         kv_read_bytes=b * c * kv_token + 0.0 * n,
         kv_write_bytes=b * n * kv_token + 0.0 * c,
-        kv_cache_bytes=b * (c + n) * kv_token,
+        kv_cache_bytes=b * model.attended_context(c + n) * kv_token,
     )

@@ -6,12 +6,11 @@ Nothing here prints or reads files: the CLI formats what these functions return.
 from __future__ import annotations
 
 import dataclasses
-import re
 
 import numpy as np
 
 from dfvg_dse.costs import device_forward_cost, knee_tokens, memory_fit, param_counts
-from dfvg_dse.specs import DeviceSpec, InputError, LinkSpec, ModelSpec
+from dfvg_dse.specs import DeviceSpec, LinkSpec, ModelSpec
 
 
 def _spec_dict(spec) -> dict:
@@ -53,10 +52,30 @@ def hw_summary(entry) -> str:
     if isinstance(spec, LinkSpec):
         return (f"{_si(spec.bandwidth_bytes_per_s, 'B/s')} per direction x{spec.efficiency:.2f}, "
                 f"{spec.hops} hop(s) of {spec.latency_s * 1e6:.3g} us, {spec.path}")
-    mem = spec.main_memory
-    peak = spec.peak_for("fp16")
-    return (f"{_si(peak, 'FLOP/s')} fp16, {_si(mem.bandwidth_bytes_per_s, 'B/s')} {mem.tier}, "
-            f"{_si(spec.memory_capacity_bytes, 'B')}, {spec.tdp_w:.0f} W")
+    tiers = " + ".join(f"{t.tier} {_si(t.capacity_bytes, 'B')} @ {_si(t.bandwidth_bytes_per_s, 'B/s')}"
+                       for t in spec.memory)
+    dtype = next(d for d in ("fp16", "bf16", "fp32") if d in dict(spec.peak_flops_per_s))
+    return f"{_si(spec.peak_for(dtype), 'FLOP/s')} {dtype}; {tiers}; {spec.tdp_w:.0f} W"
+
+
+def device_inputs(spec: DeviceSpec) -> list[tuple[str, str]]:
+    """What the cost model uses for a device, after defaults: (quantity, value with unit) rows."""
+    rows = [(f"peak {dtype}", _si(peak, "FLOP/s")) for dtype, peak in spec.peak_flops_per_s]
+    if spec.fpga is not None:
+        f = spec.fpga
+        rows.append(("peak (derived)", f"{f.pe_dsp_count} PE DSPs x 2 x {f.products_per_dsp} products x "
+                                       f"{f.clock_hz / 1e6:g} MHz = {_si(f.peak_flops_per_s, 'FLOP/s')}"))
+        rows.append(("on-chip SRAM", f"{_si(f.sram_bytes, 'B')} @ {_si(f.sram_bandwidth_bytes_per_s, 'B/s')} "
+                                     f"x {f.sram_efficiency:g}"))
+        rows.append(("branch lanes", str(f.branch_lanes)))
+    rows.append(("achieved compute fraction", f"{spec.eta_compute:g}"))
+    rows += [(f"{t.tier} memory", f"{_si(t.capacity_bytes, 'B')} @ {_si(t.bandwidth_bytes_per_s, 'B/s')} x "
+                                  f"{t.efficiency:g} = {_si(t.achieved_bandwidth_bytes_per_s, 'B/s')}")
+             for t in spec.memory]
+    rows.append(("fixed overhead", f"{spec.forward_overhead_s * 1e6:g} us per forward + "
+                                   f"{spec.layer_overhead_s * 1e6:g} us per layer"))
+    rows.append(("power", f"TDP {spec.tdp_w:g} W, decode {spec.decode_power_w:g} W, idle {spec.idle_power_w:g} W"))
+    return rows
 
 
 def model_record(entry) -> dict:
@@ -70,7 +89,8 @@ def model_record(entry) -> dict:
         "source": entry.spec.source,
         "tag": entry.tag,
         "params": counts.total,
-        "params_non_embedding": counts.total - counts.embedding,
+        # Model-card convention (Qwen, Kaplan et al.): neither the embedding nor the LM head counts.
+        "params_non_embedding": counts.total - counts.embedding - (0 if entry.spec.tied_embeddings else counts.head),
         "weight_bytes": counts.total * entry.spec.weight_bytes_per_param,
         "kv_bytes_per_token": entry.spec.kv_bytes_per_token,
         "spec": dataclasses.asdict(entry.spec),
@@ -80,44 +100,31 @@ def model_record(entry) -> dict:
     return record
 
 
-MAX_POINTS = 100_000  # per option; the CLI prints one row per point
+def weight_stream_bandwidth_bytes_per_s(model: ModelSpec, device: DeviceSpec) -> float:
+    """Achieved bandwidth the weights stream at: on-chip SRAM when an FPGA holds them, else main memory."""
+    if device.fpga is not None:
+        weights = param_counts(model).read_per_forward * model.weight_bytes_per_param
+        if weights <= device.fpga.sram_bytes:
+            return device.fpga.sram_bandwidth_bytes_per_s * device.fpga.sram_efficiency
+    return device.main_memory.achieved_bandwidth_bytes_per_s
 
 
-def parse_int_list(text: str, name: str, minimum: int) -> list[int]:
-    """'1,2,4' or '1-64' or '1-64:x2' -> integers; raises InputError naming the option."""
-    values: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        match = re.fullmatch(r"(\d+)(?:-(\d+)(?::(x?)(\d+))?)?", part)
-        if not match:
-            raise InputError(f"{name} {text!r}: expected integers like 4, 1,2,4 or 1-64 or 1-64:x2")
-        start, stop, mult, step = match.groups()
-        if stop is None:
-            values.append(int(start))
-            continue
-        value, stop_i, step_i = int(start), int(stop), int(step or 1)
-        if stop_i < value or step_i < 1 or (mult and (step_i < 2 or value < 1)):
-            raise InputError(f"{name} {part!r}: a range needs start <= stop and a step >= 1 (x2 or more to multiply)")
-        if not mult and (stop_i - value) // step_i >= MAX_POINTS:
-            raise InputError(f"{name} {part!r}: more than {MAX_POINTS:.0e} values")
-        while value <= stop_i:
-            values.append(value)
-            value = value * step_i if mult else value + step_i
-    if any(v < minimum for v in values):
-        raise InputError(f"{name} {text!r}: every value must be >= {minimum}")
-    if len(values) > MAX_POINTS:
-        raise InputError(f"{name} {text!r}: more than {MAX_POINTS:.0e} values")
-    return values
+def cost_warnings(model: ModelSpec, positions: int) -> list[str]:
+    """Conditions the cost model accepts but the user should know about."""
+    warnings = []
+    if positions > model.max_positions:
+        warnings.append(f"context + tokens = {positions} exceeds {model.name}'s max_position_embeddings "
+                        f"{model.max_positions}")
+    return warnings
 
 
-def cost_records(model: ModelSpec, device: DeviceSpec, tokens: list[int], contexts: list[int],
-                 batches: list[int]) -> list[dict]:
+def cost_records(model: ModelSpec, device: DeviceSpec, tokens, contexts, batches) -> list[dict]:
     """Time, bound, FLOPs, bytes and memory fit of one forward for every (n, c, b) combination."""
     n, c, b = (a.ravel() for a in np.meshgrid(tokens, contexts, batches, indexing="ij"))
     cost = device_forward_cost(model, device, n, c, b)
     fit = memory_fit(model, device, c + n, b)
-    peak = (device.fpga.peak_flops_per_s if device.fpga else device.peak_for(model.compute_dtype)) * device.eta_compute
-    bandwidth = device.main_memory.achieved_bandwidth_bytes_per_s
+    peak = device.peak_for(model.compute_dtype) * device.eta_compute
+    bandwidth = weight_stream_bandwidth_bytes_per_s(model, device)
     knee = knee_tokens(peak, bandwidth, model.weight_bytes_per_param)
     records = []
     for i in range(len(n)):
@@ -129,13 +136,13 @@ def cost_records(model: ModelSpec, device: DeviceSpec, tokens: list[int], contex
             "compute_time_s": float(cost.compute_time_s[i]), "memory_time_s": float(cost.memory_time_s[i]),
             "overhead_time_s": float(cost.overhead_time_s[i]),
             "flops": float(cost.flops[i]), "bytes": float(cost.bytes[i]),
-            "achieved_flops_per_s": peak, "bandwidth_bytes_per_s": bandwidth, "knee_tokens": knee,
+            "achieved_flops_per_s": peak, "achieved_bandwidth_bytes_per_s": bandwidth, "knee_tokens": knee,
             "memory_fit": {"fits": bool(fit.fits[i]), "required_bytes": float(fit.required_bytes[i]),
                            "capacity_bytes": fit.capacity_bytes, "weight_bytes": fit.weight_bytes,
                            "kv_cache_bytes": float(fit.kv_cache_bytes[i])},
         }
-        if device.fpga is not None:
-            record["passes"] = int(cost.passes[i])
-            record["weights_on_chip"] = bool(cost.weights_on_chip[i])
+        record["passes"] = int(cost.passes[i])
+        record["weights_on_chip"] = bool(cost.weights_on_chip[i])
+        record["warnings"] = cost_warnings(model, int(c[i] + n[i]))
         records.append(record)
     return records

@@ -1,10 +1,11 @@
 """Every shipped entry loads, carries provenance, and matches published figures."""
 
 import math
+import os
 
 import pytest
 
-from dfvg_dse.catalog import Catalog
+from dfvg_dse.catalog import Catalog, CatalogError
 from dfvg_dse.costs import param_counts
 
 REQUIRED_FPGAS = {"v80", "u200", "u250", "u280", "u55c", "vck5000"}
@@ -23,11 +24,16 @@ def test_database_holds_the_required_entries(catalog):
     assert REQUIRED_GPUS <= set(catalog.hw_names("gpu"))
     assert REQUIRED_CPUS <= set(catalog.hw_names("cpu"))
     assert REQUIRED_MODELS <= set(catalog.model_names())
-    links = {catalog.link(n) for n in catalog.hw_names("link")}
-    for gen in ("Gen3", "Gen4", "Gen5"):
-        for path in ("host-staged", "peer-to-peer"):
-            assert {int(l.bandwidth_bytes_per_s / 1e9 * 10) for l in links
-                    if l.link_type == "pcie" and l.path == path and gen.lower() in l.name} .__len__() == 2
+    links = [catalog.link(n) for n in catalog.hw_names("link")]
+    pcie = {(l.name.split("-")[1], l.name.split("-")[2], l.path) for l in links if l.link_type == "pcie"}
+    assert pcie == {(gen, width, path) for gen in ("gen3", "gen4", "gen5") for width in ("x16", "x8")
+                    for path in ("host-staged", "peer-to-peer")}
+    per_lane = {"gen3": 0.985e9, "gen4": 1.969e9, "gen5": 3.938e9}  # PCIe per-lane, per-direction rates
+    for link in links:
+        if link.link_type == "pcie":
+            gen, width = link.name.split("-")[1:3]
+            assert link.bandwidth_bytes_per_s == pytest.approx(per_lane[gen] * int(width[1:]), rel=0.01)
+            assert link.hops == (2 if link.path == "host-staged" else 1)
     assert {l.link_type for l in links} >= {"pcie", "cxl", "nvlink", "ethernet-rdma"}
 
 
@@ -114,17 +120,40 @@ def test_lookup_is_exact_and_suggests_close_names(catalog):
     from dfvg_dse.catalog import UnknownNameError
     with pytest.raises(UnknownNameError, match=r"unknown device 'rtx4090'; did you mean rtx-4090"):
         catalog.device("rtx4090")
-    with pytest.raises(UnknownNameError, match=r"unknown model 'llama-2-7' ; ?|did you mean llama-2-7b"):
+    with pytest.raises(UnknownNameError, match=r"^unknown model 'llama-2-7'; did you mean llama-2-7b.*; known: "):
         catalog.model("llama-2-7")
-    with pytest.raises(UnknownNameError):
+    with pytest.raises(UnknownNameError, match=r"unknown link 'v80' \('v80' is a fpga entry\)"):
         catalog.link("v80")  # a device is not a link
 
 
-def test_open_resolves_explicit_then_env_then_shipped(tmp_path, monkeypatch, catalog):
+def test_search_path_is_option_or_env_then_user_then_shipped(tmp_path, monkeypatch, catalog):
+    from dfvg_dse.catalog import shipped_data_dir, user_data_dir
+    shipped = shipped_data_dir("models")
     (tmp_path / "m").mkdir()
-    (tmp_path / "h").mkdir()
-    assert Catalog.open(tmp_path / "m", tmp_path / "h").models_dir == tmp_path / "m"
-    monkeypatch.setenv("DFVG_DSE_MODELS_DIR", str(tmp_path / "m"))
-    assert Catalog.open().models_dir == tmp_path / "m"
-    assert Catalog.open().hwdb_dir == catalog.hwdb_dir
-    assert Catalog.open(models_dir=tmp_path / "h").models_dir == tmp_path / "h"  # the option beats the env
+    (tmp_path / "e").mkdir()
+    assert Catalog.open().models_dirs == (shipped,)
+    assert Catalog.open(tmp_path / "m").models_dirs == (tmp_path / "m", shipped)
+    monkeypatch.setenv("DFVG_DSE_MODELS_DIR", f"{tmp_path / 'e'}{os.pathsep}{tmp_path / 'm'}")
+    assert Catalog.open().models_dirs == (tmp_path / "e", tmp_path / "m", shipped)
+    assert Catalog.open(tmp_path / "m").models_dirs == (tmp_path / "m", shipped)  # the option beats the env
+    monkeypatch.delenv("DFVG_DSE_MODELS_DIR")
+    user_data_dir("models").mkdir(parents=True)
+    assert Catalog.open().models_dirs == (user_data_dir("models"), shipped)
+    assert Catalog.open().import_dir == user_data_dir("models")
+
+
+def test_user_entries_add_to_and_override_shipped_ones(tmp_path, catalog):
+    mine = tmp_path / "mine"
+    (mine / "gpu").mkdir(parents=True)
+    text = (catalog.hwdb_dir / "gpu" / "rtx-4090.toml").read_text()
+    (mine / "gpu" / "my-gpu.toml").write_text(text.replace('name = "rtx-4090"', 'name = "my-gpu"'))
+    (mine / "gpu" / "rtx-4090.toml").write_text(text.replace("value = 236,", "value = 200,"))
+    ours = Catalog.open(hwdb_dir=mine)
+    assert "my-gpu" in ours.hw_names("gpu") and "a100-80gb" in ours.hw_names("gpu")
+    assert ours.device("rtx-4090").decode_power_w == 200  # first match wins
+    assert ours.defaults() == catalog.defaults()  # defaults.toml comes from the shipped data
+
+
+def test_missing_directory_is_one_line(tmp_path):
+    with pytest.raises(CatalogError, match=r"--hwdb-dir .*nowhere: no such directory"):
+        Catalog.open(hwdb_dir=tmp_path / "nowhere")

@@ -80,3 +80,51 @@ def test_import_rejects_bad_config(tmp_path, catalog):
     with pytest.raises(CatalogError, match=r"config.json: not valid JSON"):
         catalog.import_model(config, "x", out_dir=tmp_path)
     assert not list(tmp_path.glob("*.toml"))
+
+
+@pytest.mark.parametrize("content, message", [
+    (b'name = "\xff"\n', r"l4.toml: not valid UTF-8 text"),
+    (None, r"field 'tdp.unit' = \['W'\]: allowed: W"),
+    ("big", r"field 'tdp.value' = 1000000000000.*: must be a finite number"),
+])
+def test_wrong_types_and_encodings_are_one_line(hwdb_copy, content, message):
+    path = hwdb_copy / "gpu" / "l4.toml"
+    text = path.read_text()
+    if content is None:
+        path.write_text(re.sub(r'tdp = \{ value = (\d+), unit = "W"', r'tdp = { value = \1, unit = ["W"]', text))
+    elif content == "big":
+        path.write_text(re.sub(r"tdp = \{ value = \d+,", "tdp = { value = 1" + "0" * 400 + ",", text))
+    else:
+        path.write_bytes(content)
+    with pytest.raises(CatalogError, match=message) as err:
+        Catalog.open(hwdb_dir=hwdb_copy).device("l4")
+    assert "\n" not in str(err.value)
+
+
+def test_stray_files_are_not_entries(models_copy):
+    (models_copy / "Bad Name.toml").write_text("junk")
+    (models_copy / ".hidden.toml").write_text("junk")
+    (models_copy / "folder.toml").mkdir()
+    names = Catalog.open(models_copy).model_names()
+    assert "llama-2-7b" in names and not {"Bad Name", ".hidden", "folder"} & set(names)
+
+
+def test_config_types_are_checked(tmp_path, catalog):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": ["llama"], "hidden_size": 64, "num_attention_heads": 4}))
+    with pytest.raises(CatalogError, match=r"field 'config.model_type' = \['llama'\]: allowed families"):
+        catalog.import_model(config, "x", out_dir=tmp_path)
+    config.write_text(json.dumps({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
+                                  "intermediate_size": 128, "num_hidden_layers": 2, "vocab_size": 10,
+                                  "max_position_embeddings": 64, "torch_dtype": ["float16"]}))
+    with pytest.raises(CatalogError, match=r"field 'config.torch_dtype' = \['float16'\]: allowed: float32"):
+        catalog.import_model(config, "x", out_dir=tmp_path)
+
+
+def test_import_into_a_file_path_is_one_line(tmp_path, catalog):
+    config = tmp_path / "config.json"
+    config.write_text((Path(__file__).parent / "config_llama_tiny.json").read_text())
+    blocker = tmp_path / "afile"
+    blocker.write_text("")
+    with pytest.raises(CatalogError, match=r"cannot write"):
+        catalog.import_model(config, "x", out_dir=blocker / "sub")

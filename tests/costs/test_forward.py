@@ -38,3 +38,22 @@ def test_memory_fit(catalog):
     assert list(fit.fits) == [True, False]
     assert fit.kv_cache_bytes[1] == 64 * 4096 * small.kv_bytes_per_token
     assert memory_fit(big, catalog.device("h200"), 1).fits
+
+
+def test_fp8_runs_at_fp8_peak_where_the_device_has_one(catalog):
+    model = catalog.model("llama-2-7b").with_dtypes("fp8", "fp8")
+    a100 = catalog.device("a100-80gb")
+    assert model.compute_dtype == "fp8" and a100.peak_for("fp8") == a100.peak_for("fp16")  # no fp8 on Ampere
+    assert model.weight_bytes_per_param == 1
+
+
+def test_fp32_never_falls_back_to_a_half_precision_peak(catalog):
+    from dfvg_dse.specs import SpecError
+    gpu = catalog.device("a100-80gb")
+    assert gpu.peak_for("fp32") == pytest.approx(19.5e12)  # CUDA cores, not the 312 TFLOPS tensor rate
+    cpu = catalog.device("xeon-silver-4310")
+    assert cpu.peak_for("bf16") == cpu.peak_for("fp32")  # half precision computed in fp32: slower, allowed
+    import dataclasses
+    no_fp32 = dataclasses.replace(gpu, peak_flops_per_s=(("fp16", 1e14),))
+    with pytest.raises(SpecError, match="states no fp32 peak"):
+        no_fp32.peak_for("fp32")

@@ -9,66 +9,67 @@ from dfvg_dse.costs import chain_tree_pairs, forward_work, param_counts
 from dfvg_dse.specs import ModelSpec
 
 
-def hf_state_dict_shapes(spec: ModelSpec) -> dict[str, tuple[int, ...]]:
-    """Tensor shapes of the checkpoint, written from the transformers modelling files by module name.
+def hf_state_dict_shapes(cfg: dict) -> dict[str, tuple[int, ...]]:
+    """Tensor shapes of a checkpoint, from the raw config.json fields, by module name.
 
-    This enumerates tensors one by one (the way a state dict lists them) instead of using the
-    closed-form sums in costs/work.py, so a slip in either shows up as a mismatch.
+    Written from the transformers modelling files (modeling_llama / _mistral / _qwen2 / _qwen3 /
+    _opt) and reading the config directly, not the ModelSpec, so a slip in the config mapping or in
+    the closed-form sums of costs/work.py shows up as a mismatch.
     """
-    d, h, kv, dh, f, v, n_layers = (spec.d_model, spec.n_heads, spec.n_kv_heads, spec.head_dim, spec.d_ffn,
-                                    spec.vocab_size, spec.n_layers)
+    family = cfg["model_type"]
+    d, h, n_layers, v = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_hidden_layers"], cfg["vocab_size"]
     shapes: dict[str, tuple[int, ...]] = {}
-    if spec.family == "opt":
-        de = spec.d_embed
+    if family == "opt":
+        f, de = cfg["ffn_dim"], cfg.get("word_embed_proj_dim") or d
+        affine, bias = cfg.get("layer_norm_elementwise_affine", True), cfg.get("enable_bias", True)
+        norm = {"weight": (d,), "bias": (d,)} if affine else {}
         shapes["decoder.embed_tokens.weight"] = (v, de)
-        shapes["decoder.embed_positions.weight"] = (spec.max_positions + 2, d)
+        shapes["decoder.embed_positions.weight"] = (cfg["max_position_embeddings"] + 2, d)
         if de != d:
             shapes["decoder.project_in.weight"] = (d, de)
             shapes["decoder.project_out.weight"] = (de, d)
-        if spec.pre_norm:
-            shapes["decoder.final_layer_norm.weight"] = (d,)
-            shapes["decoder.final_layer_norm.bias"] = (d,)
+        if cfg.get("do_layer_norm_before", True) and not cfg.get("_remove_final_layer_norm", False):
+            shapes.update({f"decoder.final_layer_norm.{k}": s for k, s in norm.items()})
         for i in range(n_layers):
             p = f"decoder.layers.{i}."
             for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
                 shapes[p + f"self_attn.{proj}.weight"] = (d, d)
-                shapes[p + f"self_attn.{proj}.bias"] = (d,)
-            for norm in ("self_attn_layer_norm", "final_layer_norm"):
-                shapes[p + f"{norm}.weight"] = (d,)
-                shapes[p + f"{norm}.bias"] = (d,)
-            shapes[p + "fc1.weight"], shapes[p + "fc1.bias"] = (f, d), (f,)
-            shapes[p + "fc2.weight"], shapes[p + "fc2.bias"] = (d, f), (d,)
+                if bias:
+                    shapes[p + f"self_attn.{proj}.bias"] = (d,)
+            for name in ("self_attn_layer_norm", "final_layer_norm"):
+                shapes.update({p + f"{name}.{k}": s for k, s in norm.items()})
+            shapes[p + "fc1.weight"], shapes[p + "fc2.weight"] = (f, d), (d, f)
+            if bias:
+                shapes[p + "fc1.bias"], shapes[p + "fc2.bias"] = (f,), (d,)
         return shapes  # lm_head is tied to embed_tokens in OPTForCausalLM
+    f = cfg["intermediate_size"]
+    kv = cfg.get("num_key_value_heads") or h
+    dh = cfg.get("head_dim") or d // h
+    qkv_bias = family == "qwen2" or cfg.get("attention_bias", False)
     shapes["model.embed_tokens.weight"] = (v, d)
     shapes["model.norm.weight"] = (d,)
     for i in range(n_layers):
+        p = f"model.layers.{i}.self_attn."
+        shapes[p + "q_proj.weight"], shapes[p + "o_proj.weight"] = (h * dh, d), (d, h * dh)
+        shapes[p + "k_proj.weight"] = shapes[p + "v_proj.weight"] = (kv * dh, d)
+        if qkv_bias:
+            shapes[p + "q_proj.bias"], shapes[p + "k_proj.bias"], shapes[p + "v_proj.bias"] = (h * dh,), (kv * dh,), (kv * dh,)
+        if family in ("llama", "qwen3") and cfg.get("attention_bias", False):
+            shapes[p + "o_proj.bias"] = (d,)
+        if family == "qwen3":
+            shapes[p + "q_norm.weight"] = shapes[p + "k_norm.weight"] = (dh,)
         p = f"model.layers.{i}."
-        shapes[p + "self_attn.q_proj.weight"] = (h * dh, d)
-        shapes[p + "self_attn.k_proj.weight"] = (kv * dh, d)
-        shapes[p + "self_attn.v_proj.weight"] = (kv * dh, d)
-        shapes[p + "self_attn.o_proj.weight"] = (d, h * dh)
-        if spec.qkv_bias:
-            shapes[p + "self_attn.q_proj.bias"] = (h * dh,)
-            shapes[p + "self_attn.k_proj.bias"] = (kv * dh,)
-            shapes[p + "self_attn.v_proj.bias"] = (kv * dh,)
-        if spec.o_bias:
-            shapes[p + "self_attn.o_proj.bias"] = (d,)
-        if spec.qk_norm:
-            shapes[p + "self_attn.q_norm.weight"] = (dh,)
-            shapes[p + "self_attn.k_norm.weight"] = (dh,)
-        shapes[p + "mlp.gate_proj.weight"] = (f, d)
-        shapes[p + "mlp.up_proj.weight"] = (f, d)
+        shapes[p + "mlp.gate_proj.weight"] = shapes[p + "mlp.up_proj.weight"] = (f, d)
         shapes[p + "mlp.down_proj.weight"] = (d, f)
-        shapes[p + "input_layernorm.weight"] = (d,)
-        shapes[p + "post_attention_layernorm.weight"] = (d,)
-    if not spec.tied_embeddings:
+        shapes[p + "input_layernorm.weight"] = shapes[p + "post_attention_layernorm.weight"] = (d,)
+    if not cfg.get("tie_word_embeddings", False):
         shapes["lm_head.weight"] = (v, d)
     return shapes
 
 
 def test_param_counts_equal_state_dict_enumeration_for_every_shipped_model(catalog):
     for entry in catalog.model_entries():
-        shapes = hf_state_dict_shapes(entry.spec)
+        shapes = hf_state_dict_shapes(entry.config)
         assert param_counts(entry.spec).total == sum(int(np.prod(s)) for s in shapes.values()), entry.spec.name
 
 
@@ -81,6 +82,13 @@ def test_param_counts_equal_state_dict_enumeration_for_every_shipped_model(catal
     ("opt-13b", 12_853_473_280),
     # OPT-350M: 512-wide embedding with project_in/out, post-LN (no final layer norm)
     ("opt-350m", 331_196_416),
+    # 50272 x 768 + 2050 x 768 + 12 x (4 (768^2 + 768) + 2 x 768 x 3072 + 3072 + 768 + 4 x 768) + 2 x 768
+    ("opt-125m", 125_239_296),
+    # Qwen2 q/k/v biases: 151936 x 896 + 24 x (896^2 x 2 + 2 x 896 x 128 + 896 + 2 x 128 + 3 x 896 x 4864 + 2 x 896)
+    # + 896, embeddings tied
+    ("qwen2.5-0.5b", 494_032_768),
+    # 128256 x 2048 + 16 x (2 x 2048^2 + 2 x 2048 x 512 + 3 x 2048 x 8192 + 2 x 2048) + 2048, tied
+    ("llama-3.2-1b", 1_235_814_400),
 ])
 def test_param_counts_hand_derived(catalog, name, exact):
     assert param_counts(catalog.model(name)).total == exact
@@ -140,3 +148,12 @@ def test_forward_work_broadcasts_arrays():
     work = forward_work(TINY, n, c, 1)
     assert work.flops.shape == (3, 2) and work.bytes.shape == (3, 2)
     assert np.all(np.diff(work.flops, axis=0) > 0) and np.all(np.diff(work.bytes, axis=1) > 0)
+
+
+def test_sliding_window_caps_kv_traffic_and_cache(catalog):
+    mistral = catalog.model("mistral-7b")  # config.json: sliding_window 4096
+    assert mistral.sliding_window == 4096 and catalog.model("qwen2.5-7b").sliding_window == 0  # use_sliding_window false
+    work = forward_work(mistral, 1, np.array([1000, 4096, 32768]), 1)
+    per_token = mistral.kv_bytes_per_token
+    np.testing.assert_array_equal(work.kv_read_bytes, np.array([1000, 4096, 4096]) * per_token)
+    assert work.attention_flops[1] == work.attention_flops[2]

@@ -1,0 +1,208 @@
+"""The sole reader of `models/` and `hwdb/`: locate the directories, parse, convert once, validate.
+
+Vendor units become SI here (units.to_si) and nowhere else. Every problem with a file raises a
+`CatalogError` whose message is one line naming the file, the field, the value and what is
+allowed; unknown names suggest the closest known ones.
+
+Each database is a search path, first match wins: the directories given explicitly (the CLI's
+--models-dir / --hwdb-dir, several joined with the OS path separator) or else those in
+DFVG_DSE_MODELS_DIR / DFVG_DSE_HWDB_DIR; then the user's own directory
+($XDG_DATA_HOME/dfvg-dse/{models,hwdb}, default ~/.local/share/dfvg-dse/...) when it exists;
+then the shipped data (the copy packaged in the wheel, or the repository root in a checkout).
+Your entries therefore add to the shipped ones and may override them by name.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from dfvg_dse.catalog._io import HwEntry, ModelEntry, Quantity, read_json, read_toml
+from dfvg_dse.catalog.errors import CatalogError, UnknownNameError
+from dfvg_dse.catalog.hardware import parse_defaults, parse_device, parse_link
+from dfvg_dse.catalog.models import model_document, model_spec_from_hf_config, parse_model
+from dfvg_dse.specs import CalibrationDefaults, DeviceSpec, LinkSpec, ModelSpec
+
+ENV_DIRS = {"models": "DFVG_DSE_MODELS_DIR", "hwdb": "DFVG_DSE_HWDB_DIR"}
+HW_KINDS = ("fpga", "gpu", "cpu", "link")
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+
+
+def shipped_data_dir(which: str) -> Path:
+    """The data that comes with the package: the wheel's copy, else the checkout's root folder."""
+    packaged = Path(str(resources.files("dfvg_dse") / "_data" / which))
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parent.parent.parent / which
+
+
+def user_data_dir(which: str) -> Path:
+    """The user's own entries: $XDG_DATA_HOME/dfvg-dse/WHICH (default ~/.local/share/dfvg-dse/WHICH)."""
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "dfvg-dse" / which
+
+
+def _chosen_dirs(which: str, explicit: str | Path | None) -> list[Path]:
+    """Directories named by the option or, failing that, the environment variable; each must exist."""
+    if explicit is not None:
+        label, value = f"--{which}-dir", str(explicit)
+    else:
+        label, value = ENV_DIRS[which], os.environ.get(ENV_DIRS[which], "")
+    dirs = [Path(part) for part in value.split(os.pathsep) if part]
+    for path in dirs:
+        if not path.is_dir():
+            raise CatalogError(f"{label} {path}: no such directory")
+    return dirs
+
+
+def data_search_path(which: str, explicit: str | Path | None = None) -> tuple[Path, ...]:
+    """The directories searched for `models` or `hwdb`, first match first (see the module docstring)."""
+    dirs = _chosen_dirs(which, explicit)
+    if user_data_dir(which).is_dir():
+        dirs.append(user_data_dir(which))
+    dirs.append(shipped_data_dir(which))
+    unique: list[Path] = []
+    for path in dirs:
+        if path.resolve() not in {u.resolve() for u in unique}:
+            unique.append(path)
+    return tuple(unique)
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Lookup by exact name along a search path of models directories and of hwdb directories.
+
+    `import_dir` is where `models import` writes when told nothing else: the first directory the
+    user named, else the user data directory.
+    """
+
+    models_dirs: tuple[Path, ...]
+    hwdb_dirs: tuple[Path, ...]
+    import_dir: Path
+
+    @classmethod
+    def open(cls, models_dir: str | Path | None = None, hwdb_dir: str | Path | None = None) -> Catalog:
+        chosen = _chosen_dirs("models", models_dir)
+        return cls(data_search_path("models", models_dir), data_search_path("hwdb", hwdb_dir),
+                   chosen[0] if chosen else user_data_dir("models"))
+
+    @property
+    def models_dir(self) -> Path:
+        """The first models directory searched."""
+        return self.models_dirs[0]
+
+    @property
+    def hwdb_dir(self) -> Path:
+        """The first hwdb directory searched."""
+        return self.hwdb_dirs[0]
+
+    @staticmethod
+    def _find(dirs: tuple[Path, ...], relative: str) -> Path | None:
+        for directory in dirs:
+            if (directory / relative).is_file():
+                return directory / relative
+        return None
+
+    @staticmethod
+    def _names(dirs: tuple[Path, ...], sub: str = "") -> list[str]:
+        # Only well-named regular files are entries: editor backups, hidden files and stray folders are ignored.
+        return sorted({p.stem for d in dirs for p in (d / sub).glob("*.toml")
+                       if p.stem != "defaults" and NAME_RE.match(p.stem) and p.is_file()})
+
+    # -- models ---------------------------------------------------------------------------
+    def model_names(self) -> list[str]:
+        return self._names(self.models_dirs)
+
+    def model_entry(self, name: str) -> ModelEntry:
+        path = self._find(self.models_dirs, f"{name}.toml") if NAME_RE.match(name) else None
+        if path is None:
+            raise UnknownNameError("model", name, self.model_names())
+        return parse_model(path, read_toml(path))
+
+    def model(self, name: str) -> ModelSpec:
+        return self.model_entry(name).spec
+
+    def model_entries(self) -> list[ModelEntry]:
+        return [self.model_entry(n) for n in self.model_names()]
+
+    # -- hardware -------------------------------------------------------------------------
+    def defaults_entry(self) -> tuple[CalibrationDefaults, dict[str, Quantity]]:
+        path = self._find(self.hwdb_dirs, "defaults.toml")
+        if path is None:
+            raise CatalogError(f"{self.hwdb_dir}: no defaults.toml along the hwdb search path")
+        return parse_defaults(path, read_toml(path))
+
+    def defaults(self) -> CalibrationDefaults:
+        return self.defaults_entry()[0]
+
+    def hw_names(self, kind: str | None = None) -> list[str]:
+        kinds = HW_KINDS if kind is None else (kind,)
+        return sorted({n for k in kinds for n in self._names(self.hwdb_dirs, k)})
+
+    def _hw_path(self, name: str, kinds: tuple[str, ...], what: str) -> tuple[Path, str]:
+        if NAME_RE.match(name):
+            for kind in kinds:
+                path = self._find(self.hwdb_dirs, f"{kind}/{name}.toml")
+                if path is not None:
+                    return path, kind
+        other = [k for k in HW_KINDS if k not in kinds and name in self.hw_names(k)]
+        note = f"'{name}' is a {other[0]} entry" if other else ""
+        raise UnknownNameError(what, name, sorted(n for k in kinds for n in self.hw_names(k)), note)
+
+    def hw_entry(self, name: str, kinds: tuple[str, ...] = HW_KINDS, what: str = "hardware entry") -> HwEntry:
+        path, kind = self._hw_path(name, kinds, what)
+        data = read_toml(path)
+        if kind == "link":
+            return parse_link(path, data, self.defaults())
+        return parse_device(path, data, kind, self.defaults())
+
+    def device(self, name: str) -> DeviceSpec:
+        return self.hw_entry(name, ("fpga", "gpu", "cpu"), "device").spec
+
+    def link(self, name: str) -> LinkSpec:
+        return self.hw_entry(name, ("link",), "link").spec
+
+    def hw_entries(self, kind: str | None = None) -> list[HwEntry]:
+        kinds = HW_KINDS if kind is None else (kind,)
+        return [self.hw_entry(n, (k,)) for k in kinds for n in self.hw_names(k)]
+
+    # -- import ---------------------------------------------------------------------------
+    def import_model(self, config_path: str | Path, name: str, source: str | None = None,
+                     tag: str = "unverified", out_dir: str | Path | None = None,
+                     force: bool = False) -> tuple[Path, ModelSpec]:
+        """Turn a Hugging Face config.json into models/NAME.toml (atomically); returns its path."""
+        if not NAME_RE.match(name):
+            raise CatalogError(f"--name {name!r}: use lower-case letters, digits, '.', '_' and '-'")
+        config_path = Path(config_path)
+        config = read_json(config_path)
+        spec = model_spec_from_hf_config(config_path, config, name, name, source or str(config_path))
+        target_dir = Path(out_dir) if out_dir is not None else self.import_dir
+        target = target_dir / f"{name}.toml"
+        if target.exists() and not force:
+            raise CatalogError(f"{target}: already exists; pass --force to replace it")
+        document = model_document(config, name, source or f"imported from {config_path.resolve()}", tag)
+        try:
+            write_toml_atomic(target, document)
+        except OSError as err:
+            raise CatalogError(f"{target}: cannot write: {err.strerror or err}") from None
+        parse_model(target, read_toml(target))  # the file we wrote must read back
+        return target, spec
+
+
+def write_toml_atomic(path: Path, document: dict) -> None:
+    """Write a TOML document through a temporary file and a rename, so no half file is left."""
+    import tomli_w  # only the import path writes TOML
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            tomli_w.dump(document, out)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
