@@ -1,0 +1,153 @@
+"""Token trees as data: families, conversions and parsing of tree SPEC strings.
+
+A tree is a `TreeSpec` (specs.py): parents in topological order plus each node's sibling rank.
+Families (depth counts levels below the root; budget counts draft tokens):
+  chain:G     G tokens in a line (depth G, G + 1 nodes with the root)
+  seq:KxL     K independent sequences of L tokens (SpecInfer baselines), K children of the root
+              of ranks 0..K-1, each followed by L - 1 rank-0 tokens
+  kary:KxD    the full K-ary tree of depth D
+  choices:[[0],[1],[0,0]]   Medusa/EAGLE path lists (0-based rank per level, root excluded)
+  vllm:[(0,),(1,),(0,0)]    vLLM's speculative_token_tree literal (same paths as tuples)
+  parents:-1,0,0,1          a parent array (ranks by order of appearance among siblings)
+Strings are parsed with regular expressions and `ast.literal_eval` (literals only), never eval.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from dfvg_dse.specs import InputError, TreeSpec
+
+MAX_TREE_NODES = 1 << 16
+
+
+def chain(gamma: int) -> TreeSpec:
+    """gamma draft tokens in a line."""
+    _check_positive("chain length", gamma)
+    return TreeSpec(tuple(range(-1, gamma)), (0,) * (gamma + 1), f"chain:{gamma}")
+
+
+def sequences(k: int, length: int) -> TreeSpec:
+    """k independent sequences of `length` tokens sharing only the root."""
+    _check_positive("sequences", k)
+    _check_positive("sequence length", length)
+    _check_size(1 + k * length)
+    parents, ranks = [-1], [0]
+    for branch in range(k):
+        parents.append(0)
+        ranks.append(branch)
+        for _ in range(length - 1):
+            parents.append(len(parents) - 1)
+            ranks.append(0)
+    return from_parents(parents, ranks, f"seq:{k}x{length}")
+
+
+def kary(k: int, depth: int) -> TreeSpec:
+    """The full k-ary tree of the given depth (levels below the root), in level order."""
+    _check_positive("branching", k)
+    _check_positive("depth", depth)
+    _check_size(sum(k ** d for d in range(depth + 1)))
+    choices = [[]]
+    frontier = [[]]
+    for _ in range(depth):
+        frontier = [path + [r] for path in frontier for r in range(k)]
+        choices += frontier
+    return from_choices(choices[1:], f"kary:{k}x{depth}")
+
+
+def from_choices(choices, name: str = "") -> TreeSpec:
+    """Medusa/EAGLE path list -> TreeSpec in level order; every prefix must be listed too."""
+    paths = [tuple(_check_path(p)) for p in choices]
+    if len(set(paths)) != len(paths):
+        raise InputError(f"tree choices: duplicate path {next(p for p in paths if paths.count(p) > 1)}")
+    _check_size(len(paths) + 1)
+    ordered = sorted(paths, key=lambda p: (len(p), p))
+    index = {(): 0}
+    parents, ranks = [-1], [0]
+    for path in ordered:
+        if path[:-1] not in index:
+            raise InputError(f"tree choices: path {list(path)} has no parent path {list(path[:-1])}")
+        index[path] = len(parents)
+        parents.append(index[path[:-1]])
+        ranks.append(path[-1])
+    return TreeSpec(tuple(parents), tuple(ranks), name or f"choices:{len(paths)}")
+
+
+def to_choices(tree: TreeSpec) -> list[list[int]]:
+    """TreeSpec -> Medusa/EAGLE path list (root excluded), in node order."""
+    paths: list[list[int]] = [[]]
+    for parent, rank in zip(tree.parents[1:], tree.ranks[1:]):
+        paths.append(paths[parent] + [rank])
+    return paths[1:]
+
+
+def to_vllm_literal(tree: TreeSpec) -> str:
+    """vLLM `speculative_token_tree`: a string of tuples; num_speculative_tokens = its length."""
+    return "[" + ", ".join("(" + ", ".join(map(str, p)) + ("," if len(p) == 1 else "") + ")"
+                           for p in to_choices(tree)) + "]"
+
+
+def from_parents(parents, ranks=None, name: str = "") -> TreeSpec:
+    """A parent array (root first, -1) -> TreeSpec; missing ranks follow order among siblings."""
+    parents = [int(p) for p in parents]
+    _check_size(len(parents))
+    if ranks is None:
+        seen: dict[int, int] = {}
+        ranks = []
+        for i, parent in enumerate(parents):
+            ranks.append(seen.get(parent, 0) if i else 0)
+            seen[parent] = ranks[-1] + 1
+    return TreeSpec(tuple(parents), tuple(int(r) for r in ranks), name or f"parents:{len(parents) - 1}")
+
+
+_FAMILY = re.compile(r"^(chain):(\d+)$|^(seq|kary):(\d+)x(\d+)$")
+
+
+def parse_tree_spec(text: str) -> TreeSpec:
+    """Parse a tree SPEC string (see the module docstring); raises InputError with one line."""
+    text = text.strip()
+    match = _FAMILY.match(text)
+    if match:
+        if match.group(1):
+            return chain(int(match.group(2)))
+        family, a, b = match.group(3), int(match.group(4)), int(match.group(5))
+        return sequences(a, b) if family == "seq" else kary(a, b)
+    kind, _, body = text.partition(":")
+    if kind in ("choices", "vllm"):
+        return from_choices(_literal(body, kind), text if len(text) <= 40 else "")
+    if kind == "parents":
+        try:
+            parents = [int(x) for x in body.split(",")]
+        except ValueError:
+            raise InputError(f"tree {text!r}: parents must be integers like -1,0,0,1") from None
+        return from_parents(parents)
+    raise InputError(f"tree {text!r}: expected chain:G, seq:KxL, kary:KxD, choices:[[0],[0,0]], "
+                     f"vllm:[(0,),(0,0)] or parents:-1,0,1")
+
+
+def _literal(body: str, kind: str) -> list:
+    try:
+        value = ast.literal_eval(body.strip().strip("'\""))
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        raise InputError(f"tree {kind}: {body[:40]!r} is not a list of paths") from None
+    if not isinstance(value, (list, tuple)):
+        raise InputError(f"tree {kind}: expected a list of paths, got {type(value).__name__}")
+    return list(value)
+
+
+def _check_path(path) -> list[int]:
+    if not isinstance(path, (list, tuple)) or not path or not all(
+            isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in path):
+        raise InputError(f"tree choices: {path!r} is not a path of ranks >= 0")
+    return list(path)
+
+
+def _check_positive(what: str, value: int) -> None:
+    if value < 1:
+        raise InputError(f"tree: {what} must be >= 1, got {value}")
+
+
+def _check_size(nodes: int) -> None:
+    if nodes > MAX_TREE_NODES:
+        raise InputError(f"tree: {nodes} nodes; at most {MAX_TREE_NODES} are supported")
