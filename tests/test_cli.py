@@ -19,7 +19,8 @@ def run():
 
 
 COMMANDS = [[], ["hw"], ["hw", "list"], ["hw", "show"], ["models"], ["models", "list"], ["models", "show"],
-            ["models", "import"], ["cost"]]
+            ["models", "import"], ["cost"], ["tree"], ["tree", "expected"], ["tree", "optimize"], ["tree", "show"],
+            ["tree", "dynamic"], ["acceptance"], ["acceptance", "list"], ["acceptance", "show"], ["acceptance", "fit"]]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=" ".join)

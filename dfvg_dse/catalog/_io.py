@@ -75,6 +75,23 @@ def read_json(path: Path) -> dict:
     return data
 
 
+def read_jsonl(path: Path) -> list[tuple[int, dict]]:
+    """(line number, object) for every non-blank line of a JSON Lines file (a decoding trace)."""
+    text = _parse(path, lambda: path.read_bytes().decode("utf-8"), ValueError, "text")
+    rows = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise CatalogError(f"{path}:{number}: not valid JSON: {err.msg}") from None
+        if not isinstance(value, dict):
+            raise CatalogError(f"{path}:{number}: expected a JSON object per line")
+        rows.append((number, value))
+    return rows
+
+
 def _finite(value: int | float) -> bool:
     try:
         return math.isfinite(float(value))
@@ -117,3 +134,17 @@ def read_string(path: Path, data: dict, field: str, default: Any = _MISSING) -> 
     if value is not None and not isinstance(value, str):
         raise DataError(path, field, value, "must be a string")
     return value
+
+
+def read_provenance(path: Path, data: dict, allowed: tuple[str, ...], what: str) -> tuple[str, str]:
+    """Check a document's field names, its `source` and its `tag`; returns (source, tag)."""
+    for field in data:
+        if field not in allowed:
+            raise DataError(path, field, data[field], f"unknown field; allowed: {', '.join(allowed)}")
+    source = read_string(path, data, "source")
+    if not source.strip():
+        raise DataError(path, "source", source, f"every {what} needs a non-empty source")
+    tag = data.get("tag", _MISSING)
+    if not isinstance(tag, str) or tag not in units.TAGS:
+        raise DataError(path, "tag", tag, f"allowed: {', '.join(units.TAGS)}")
+    return source, tag

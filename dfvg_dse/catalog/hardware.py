@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import re
 from pathlib import Path
-from typing import Any
+
 
 from dfvg_dse import units
 from dfvg_dse.catalog._io import HwEntry, Quantity, parse_quantity, read_string

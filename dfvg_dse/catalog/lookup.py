@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from dfvg_dse.catalog._io import HwEntry, ModelEntry, Quantity, read_json, read_toml
+from dfvg_dse.catalog._io import HwEntry, ModelEntry, Quantity, read_json, read_jsonl, read_toml
 from dfvg_dse.catalog.errors import CatalogError, UnknownNameError
 from dfvg_dse.catalog.hardware import parse_defaults, parse_device, parse_link
 from dfvg_dse.catalog.models import model_document, model_spec_from_hf_config, parse_model
-from dfvg_dse.specs import CalibrationDefaults, DeviceSpec, LinkSpec, ModelSpec
+from dfvg_dse.catalog.profiles import parse_profile, profile_document, read_tree_document
+from dfvg_dse.specs import AcceptanceProfile, CalibrationDefaults, DeviceSpec, InputError, LinkSpec, ModelSpec
 
 ENV_DIRS = {"models": "DFVG_DSE_MODELS_DIR", "hwdb": "DFVG_DSE_HWDB_DIR"}
 HW_KINDS = ("fpga", "gpu", "cpu", "link")
@@ -169,6 +170,77 @@ class Catalog:
     def hw_entries(self, kind: str | None = None) -> list[HwEntry]:
         kinds = HW_KINDS if kind is None else (kind,)
         return [self.hw_entry(n, (k,)) for k in kinds for n in self.hw_names(k)]
+
+    # -- acceptance profiles and trees ----------------------------------------------------
+    def _profile_paths(self) -> dict[str, Path]:
+        """Profile name (its `name` field, e.g. 'qwen3-8b/qwen3-0.6b') -> file; first match wins."""
+        found: dict[str, Path] = {}
+        for directory in self.models_dirs:
+            for path in sorted((directory / "pairs").glob("*.toml")):
+                if path.is_file() and NAME_RE.match(path.stem):
+                    name = read_toml(path).get("name")
+                    found.setdefault(name if isinstance(name, str) else path.stem, path)
+        return found
+
+    def profile_names(self) -> list[str]:
+        return sorted(self._profile_paths())
+
+    def profile(self, name: str) -> AcceptanceProfile:
+        paths = self._profile_paths()
+        if name not in paths:
+            raise UnknownNameError("acceptance profile", name, sorted(paths))
+        return parse_profile(paths[name], read_toml(paths[name]))
+
+    def profile_document(self, name: str) -> dict:
+        """The profile file as written (metadata such as target, draft, workload, fit)."""
+        paths = self._profile_paths()
+        if name not in paths:
+            raise UnknownNameError("acceptance profile", name, sorted(paths))
+        return {**read_toml(paths[name]), "path": str(paths[name])}
+
+    def acceptance(self, spec: str) -> AcceptanceProfile:
+        """An acceptance SPEC: 0.8 (i.i.d. alpha), 0.63,0.11,0.06 (rank vector), pair:NAME, or a file."""
+        text = spec.strip()
+        if text.startswith("pair:"):
+            return self.profile(text[5:])
+        if Path(text).is_file():
+            return parse_profile(Path(text), read_toml(Path(text)))
+        try:
+            values = tuple(float(x) for x in text.split(","))
+        except ValueError:
+            raise InputError(f"acceptance {spec!r}: expected a number (0.8), a rank vector (0.63,0.11,0.06), "
+                             f"pair:NAME ({', '.join(self.profile_names())}) or a profile file") from None
+        kind = "alpha" if len(values) == 1 else "rank vector"
+        return AcceptanceProfile(f"{kind} {text}", values, source="command line")
+
+    def tree_document(self, spec: str) -> dict | None:
+        """A tree given as a file or as published:NAME (models/trees/NAME.toml); None for other SPECs."""
+        if spec.startswith("published:"):
+            name = spec.split(":", 1)[1]
+            path = self._find(self.models_dirs, f"trees/{name}.toml") if NAME_RE.match(name) else None
+            if path is None:
+                raise UnknownNameError("published tree", name, self._names(self.models_dirs, "trees"))
+            return read_tree_document(path)
+        if Path(spec).is_file():
+            return read_tree_document(Path(spec))
+        return None
+
+    @staticmethod
+    def read_trace(path: str | Path) -> list[tuple[int, dict]]:
+        """A decoding trace (docs/trace-format.md): (line number, round object) pairs."""
+        return read_jsonl(Path(path))
+
+    def write_profile(self, path: str | Path, profile: AcceptanceProfile, meta: dict, force: bool = False) -> Path:
+        """Write a profile file atomically (never over an existing file without force); it must read back."""
+        target = Path(path)
+        if target.exists() and not force:
+            raise CatalogError(f"{target}: already exists; pass --force to replace it")
+        try:
+            write_toml_atomic(target, profile_document(profile, meta))
+        except OSError as err:
+            raise CatalogError(f"{target}: cannot write: {err.strerror or err}") from None
+        parse_profile(target, read_toml(target))
+        return target
 
     # -- import ---------------------------------------------------------------------------
     def import_model(self, config_path: str | Path, name: str, source: str | None = None,

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from dfvg_dse import units
-from dfvg_dse.catalog._io import ModelEntry, parse_quantity, read_string
+from dfvg_dse.catalog._io import ModelEntry, parse_quantity, read_provenance, read_string
 from dfvg_dse.catalog.errors import _MISSING, DataError
 from dfvg_dse.specs import FAMILIES, ModelSpec, SpecError
 
@@ -129,17 +129,9 @@ MODEL_FIELDS = ("name", "display_name", "source", "tag", "published_params", "no
 
 def parse_model(path: Path, data: dict) -> ModelEntry:
     """Build a ModelSpec from one models/NAME.toml document (Hugging Face fields under [config])."""
-    for field in data:
-        if field not in MODEL_FIELDS:
-            raise DataError(path, field, data[field], f"unknown field; allowed: {', '.join(MODEL_FIELDS)}")
+    source, tag = read_provenance(path, data, MODEL_FIELDS, "model")
     if data.get("name") != path.stem:
         raise DataError(path, "name", data.get("name", _MISSING), f"must equal the file name '{path.stem}'")
-    source = read_string(path, data, "source")
-    if not source.strip():
-        raise DataError(path, "source", source, "every model needs a non-empty source")
-    tag = data.get("tag", _MISSING)
-    if tag not in units.TAGS:
-        raise DataError(path, "tag", tag, f"allowed: {', '.join(units.TAGS)}")
     published = data.get("published_params")
     if published is not None:
         published = parse_quantity(path, "published_params", published, units.COUNT)

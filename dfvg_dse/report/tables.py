@@ -9,8 +9,10 @@ import dataclasses
 
 import numpy as np
 
+from dfvg_dse.acceptance import expected_tokens
 from dfvg_dse.costs import device_forward_cost, knee_tokens, memory_fit, param_counts
 from dfvg_dse.specs import DeviceSpec, LinkSpec, ModelSpec
+from dfvg_dse.tree import to_choices, to_vllm_literal
 
 
 def _spec_dict(spec) -> dict:
@@ -146,3 +148,37 @@ def cost_records(model: ModelSpec, device: DeviceSpec, tokens, contexts, batches
         record["warnings"] = cost_warnings(model, int(c[i] + n[i]))
         records.append(record)
     return records
+
+
+def tree_record(tree, profile) -> dict:
+    """A tree and its expected tokens under a profile, with the engine encodings."""
+    return {"expected_tokens": expected_tokens(tree, profile), "nodes": tree.n_nodes, "depth": tree.depth,
+            "budget": tree.budget, "level_widths": list(tree.level_widths()), "parents": list(tree.parents),
+            "ranks": list(tree.ranks), "choices": to_choices(tree), "vllm_speculative_token_tree": to_vllm_literal(tree),
+            "acceptance": profile.name}
+
+
+def profile_record(profile, document: dict) -> dict:
+    """An acceptance profile with the metadata of its file."""
+    record = {"name": profile.name, "tag": document.get("tag", "unverified"), "source": profile.source,
+              "path": document.get("path", ""), "target": document.get("target"), "draft": document.get("draft"),
+              "workload": document.get("workload"), "temperature": document.get("temperature"),
+              "rank_probs": list(profile.rank_probs),
+              "depth_rank": [list(row) for row in profile.depth_rank] if profile.depth_rank else None,
+              "ci_low": document.get("rank", {}).get("ci_low"), "ci_high": document.get("rank", {}).get("ci_high"),
+              "confidence": None}
+    if profile.confidence is not None:
+        c = profile.confidence
+        record["confidence"] = {"top1_mean": list(c.top1_mean), "concentration": c.concentration,
+                                "tail_shares": list(c.tail_shares), "calibration_q": list(c.calibration_q),
+                                "calibration_accept": list(c.calibration_accept),
+                                "implied_rank_probs": c.mean_rank_probs().tolist()}
+    return record
+
+
+def dynamic_record(estimate, rule: str) -> dict:
+    """A dynamic-drafting estimate as JSON-ready numbers."""
+    record = estimate._asdict()
+    record["nodes_per_level"] = [float(x) for x in estimate.nodes_per_level]
+    record["rule"] = rule
+    return record

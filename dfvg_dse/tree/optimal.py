@@ -29,7 +29,6 @@ import numpy as np
 
 from dfvg_dse.acceptance.expected import expected_tokens
 from dfvg_dse.specs import AcceptanceProfile, InputError, TreeSpec
-from dfvg_dse.tree.shapes import from_parents
 
 _NEG = -np.inf
 

@@ -101,6 +101,17 @@ def from_parents(parents, ranks=None, name: str = "") -> TreeSpec:
     return TreeSpec(tuple(parents), tuple(int(r) for r in ranks), name or f"parents:{len(parents) - 1}")
 
 
+def from_document(data: dict, name: str = "") -> TreeSpec:
+    """A tree document (a file's `parents` + optional `ranks`, or `choices`) -> TreeSpec."""
+    if "choices" in data:
+        choices = data["choices"]
+        return from_choices(choices if isinstance(choices, list) else _literal(str(choices), "choices"), name)
+    parents = data["parents"]
+    if not isinstance(parents, list) or not all(isinstance(p, int) and not isinstance(p, bool) for p in parents):
+        raise InputError(f"tree {name or 'file'}: 'parents' must be a list of integers")
+    return from_parents(parents, data.get("ranks"), name)
+
+
 _FAMILY = re.compile(r"^(chain):(\d+)$|^(seq|kary):(\d+)x(\d+)$")
 
 
@@ -151,3 +162,28 @@ def _check_positive(what: str, value: int) -> None:
 def _check_size(nodes: int) -> None:
     if nodes > MAX_TREE_NODES:
         raise InputError(f"tree: {nodes} nodes; at most {MAX_TREE_NODES} are supported")
+
+
+def draw_tree(tree: TreeSpec, profile=None) -> list[str]:
+    """Terminal drawing: one line per node, r<k> = the draft's k-th choice (0-based rank); with a
+    profile, p = P(accepted | parent accepted) and f = P(the whole path is accepted)."""
+    children: dict[int, list[int]] = {}
+    for i in range(1, tree.n_nodes):
+        children.setdefault(tree.parents[i], []).append(i)
+    depths = tree.depths
+    table = profile.matrix(max(tree.depth, 1), max(tree.ranks) + 1) if profile is not None else None
+    scores = [1.0] * tree.n_nodes
+    lines = [f"root  ({tree.budget} draft tokens, depth {tree.depth}, widths {list(tree.level_widths())})"]
+    stack = [(c, "", k == len(children.get(0, [])) - 1) for k, c in enumerate(children.get(0, []))][::-1]
+    while stack:
+        node, prefix, last = stack.pop()
+        label = f"r{tree.ranks[node]}"
+        if table is not None:
+            p = table[depths[node] - 1, tree.ranks[node]]
+            scores[node] = scores[tree.parents[node]] * p
+            label += f"  p={p:.3f} f={scores[node]:.3f}"
+        lines.append(f"{prefix}{'└─ ' if last else '├─ '}{label}")
+        kids = children.get(node, [])
+        below = prefix + ("   " if last else "│  ")
+        stack.extend((c, below, k == len(kids) - 1) for k, c in reversed(list(enumerate(kids))))
+    return lines

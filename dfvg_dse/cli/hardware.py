@@ -1,110 +1,14 @@
-"""The command line: thin commands that parse options, call one library function, format.
-
-Every user mistake (bad data file, unknown name, bad option value) ends as one line on stderr
-and exit code 2. With --json, stdout holds one JSON document and nothing else.
-"""
+"""Commands on the databases and the cost model: hw, models, cost."""
 
 from __future__ import annotations
 
-import json
-import re
-import sys
-
 import click
 
-from dfvg_dse import __version__
-from dfvg_dse.catalog import HW_KINDS, Catalog, CatalogError
+from dfvg_dse.catalog import HW_KINDS
+from dfvg_dse.cli._base import MAX_POINTS, catalog_of, cli, emit_json, emit_table, parse_int_list
 from dfvg_dse.report import cost_records, device_inputs, hw_record, hw_summary, model_record
 from dfvg_dse.specs import InputError
 from dfvg_dse.units import DTYPE_BYTES, TAGS
-
-
-class UserError(click.ClickException):
-    """A mistake in the user's input: one line, exit code 2."""
-
-    exit_code = 2
-
-
-class _Group(click.Group):
-    """Root group: library errors become UserError, and every usage error prints one line, exit 2."""
-
-    def invoke(self, ctx: click.Context):
-        try:
-            return super().invoke(ctx)
-        except (CatalogError, InputError) as err:
-            raise UserError(str(err)) from None
-
-    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
-        try:
-            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except click.UsageError as err:
-            where = err.ctx.command_path if err.ctx else "dfvg-dse"
-            click.echo(f"Error: {err.format_message()} (see '{where} --help')", err=True)
-            code = 2
-        except click.ClickException as err:
-            err.show()
-            code = err.exit_code
-        except click.Abort:
-            click.echo("Aborted!", err=True)
-            code = 1
-        if not standalone_mode:
-            return code
-        sys.exit(code if isinstance(code, int) else 0)
-
-
-MAX_VALUE = 10**9  # tokens, context or batch beyond this is a typo, not a design
-MAX_POINTS = 100_000  # (n, c, b) combinations per `cost` call; one row is printed per point
-
-
-def parse_int_list(text: str, name: str, minimum: int) -> list[int]:
-    """'4', '1,2,4', '1-64' (step 1), '0-8192:1024' (step) or '1-512:x2' (doubling) -> integers."""
-    values: list[int] = []
-    for part in text.split(","):
-        match = re.fullmatch(r"(\d+)(?:-(\d+)(?::(x?)(\d+))?)?", part.strip())
-        if not match:
-            raise InputError(f"{name} {text!r}: expected integers like 4, 1,2,4, 1-64, 0-8192:1024 or 1-512:x2")
-        start, stop, mult, step = match.groups()
-        first, last, stride = int(start), int(stop or start), int(step or 1)
-        if max(first, last) > MAX_VALUE:
-            raise InputError(f"{name} {part.strip()!r}: values must be <= {MAX_VALUE:.0e}")
-        if last < first or stride < 1 or (mult and (stride < 2 or first < 1)):
-            raise InputError(f"{name} {part.strip()!r}: a range needs start <= stop and a step >= 1 "
-                             "(x2 or more, from 1 up, to multiply)")
-        if not mult and (last - first) // stride >= MAX_POINTS:
-            raise InputError(f"{name} {part.strip()!r}: more than {MAX_POINTS:,} values")
-        value = first
-        while value <= last:
-            values.append(value)
-            value = value * stride if mult else value + stride
-    if any(v < minimum for v in values):
-        raise InputError(f"{name} {text!r}: every value must be >= {minimum}")
-    return values
-
-
-def _emit_json(document) -> None:
-    click.echo(json.dumps(document, indent=2, allow_nan=False))
-
-
-def _emit_table(rows: list[list[str]], header: list[str]) -> None:
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    for row in [header, *rows]:
-        click.echo("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip())
-
-
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--models-dir", type=click.Path(file_okay=False), envvar="DFVG_DSE_MODELS_DIR",
-              help="Model database directory [env DFVG_DSE_MODELS_DIR; default: the shipped models/].")
-@click.option("--hwdb-dir", type=click.Path(file_okay=False), envvar="DFVG_DSE_HWDB_DIR",
-              help="Hardware database directory [env DFVG_DSE_HWDB_DIR; default: the shipped hwdb/].")
-@click.version_option(__version__, prog_name="dfvg-dse")
-@click.pass_context
-def cli(ctx: click.Context, models_dir: str | None, hwdb_dir: str | None) -> None:
-    """Analytical design-space explorer for heterogeneous speculative decoding."""
-    ctx.obj = {"models_dir": models_dir, "hwdb_dir": hwdb_dir}
-
-
-def _catalog(ctx: click.Context) -> Catalog:
-    return Catalog.open(ctx.obj["models_dir"], ctx.obj["hwdb_dir"])
 
 
 # -- hw ---------------------------------------------------------------------------------------
@@ -119,11 +23,11 @@ def hw() -> None:
 @click.pass_context
 def hw_list(ctx: click.Context, kind: str | None, as_json: bool) -> None:
     """List hardware entries with their key figures."""
-    entries = _catalog(ctx).hw_entries(kind)
+    entries = catalog_of(ctx).hw_entries(kind)
     if as_json:
-        _emit_json([hw_record(e) for e in entries])
+        emit_json([hw_record(e) for e in entries])
         return
-    _emit_table([[e.spec.name, e.kind, e.spec.display_name, hw_summary(e)] for e in entries],
+    emit_table([[e.spec.name, e.kind, e.spec.display_name, hw_summary(e)] for e in entries],
                 ["name", "kind", "display name", "key figures"])
 
 
@@ -133,20 +37,20 @@ def hw_list(ctx: click.Context, kind: str | None, as_json: bool) -> None:
 @click.pass_context
 def hw_show(ctx: click.Context, name: str, as_json: bool) -> None:
     """Show one entry: every number with its unit, tag and source."""
-    entry = _catalog(ctx).hw_entry(name)
+    entry = catalog_of(ctx).hw_entry(name)
     record = hw_record(entry)
     if as_json:
-        _emit_json(record)
+        emit_json(record)
         return
     click.echo(f"{record['name']} ({record['kind']}): {record['display_name']}")
     click.echo(f"file: {record['path']}")
-    _emit_table([[f, f"{q['value']:g} {q['unit']}", q["tag"], q["source"]] for f, q in record["sources"].items()],
+    emit_table([[f, f"{q['value']:g} {q['unit']}", q["tag"], q["source"]] for f, q in record["sources"].items()],
                 ["field", "value", "tag", "source"])
     click.echo("")
     if entry.kind == "link":
         click.echo(f"model inputs: {hw_summary(entry)}")
     else:
-        _emit_table([list(row) for row in device_inputs(entry.spec)], ["model input (after defaults)", "value"])
+        emit_table([list(row) for row in device_inputs(entry.spec)], ["model input (after defaults)", "value"])
 
 
 # -- models -----------------------------------------------------------------------------------
@@ -160,11 +64,11 @@ def models() -> None:
 @click.pass_context
 def models_list(ctx: click.Context, as_json: bool) -> None:
     """List models with their parameter counts."""
-    records = [model_record(e) for e in _catalog(ctx).model_entries()]
+    records = [model_record(e) for e in catalog_of(ctx).model_entries()]
     if as_json:
-        _emit_json(records)
+        emit_json(records)
         return
-    _emit_table([[r["name"], r["family"], f"{r['params'] / 1e9:.3f}", r["spec"]["n_layers"], r["spec"]["d_model"],
+    emit_table([[r["name"], r["family"], f"{r['params'] / 1e9:.3f}", r["spec"]["n_layers"], r["spec"]["d_model"],
                   r["spec"]["weight_dtype"], r["tag"]] for r in records],
                 ["name", "family", "params (1e9)", "layers", "hidden", "dtype", "tag"])
 
@@ -175,9 +79,9 @@ def models_list(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def models_show(ctx: click.Context, name: str, as_json: bool) -> None:
     """Show one model: shape, parameter counts and source."""
-    record = model_record(_catalog(ctx).model_entry(name))
+    record = model_record(catalog_of(ctx).model_entry(name))
     if as_json:
-        _emit_json(record)
+        emit_json(record)
         return
     click.echo(f"{record['name']}: {record['display_name']} ({record['family']})")
     click.echo(f"source: {record['source']} [{record['tag']}]")
@@ -185,7 +89,7 @@ def models_show(ctx: click.Context, name: str, as_json: bool) -> None:
     if "published_params" in record:
         pub = record["published_params"]
         click.echo(f"published: {pub['value']:.4g} ({pub['source']})")
-    _emit_table([[k, v] for k, v in record["spec"].items() if k not in ("name", "display_name", "source")],
+    emit_table([[k, v] for k, v in record["spec"].items() if k not in ("name", "display_name", "source")],
                 ["field", "value"])
 
 
@@ -201,9 +105,9 @@ def models_show(ctx: click.Context, name: str, as_json: bool) -> None:
 def models_import(ctx: click.Context, config: str, name: str, source: str | None, tag: str, out_dir: str | None,
                   force: bool, as_json: bool) -> None:
     """Turn a Hugging Face config.json into a model file."""
-    path, spec = _catalog(ctx).import_model(config, name, source, tag, out_dir, force)
+    path, spec = catalog_of(ctx).import_model(config, name, source, tag, out_dir, force)
     if as_json:
-        _emit_json({"name": spec.name, "path": str(path), "family": spec.family})
+        emit_json({"name": spec.name, "path": str(path), "family": spec.family})
     else:
         click.echo(f"wrote {path} ({spec.family}, {spec.n_layers} layers, hidden {spec.d_model})")
 
@@ -222,7 +126,7 @@ def models_import(ctx: click.Context, config: str, name: str, source: str | None
 def cost(ctx: click.Context, model_name: str, device_name: str, tokens: str, context: str, batch: str,
          weight_dtype: str | None, kv_dtype: str | None, as_json: bool) -> None:
     """Time of one forward pass on one device: bound, FLOPs, bytes and memory fit."""
-    catalog = _catalog(ctx)
+    catalog = catalog_of(ctx)
     model = catalog.model(model_name).with_dtypes(weight_dtype, kv_dtype)
     device = catalog.device(device_name)
     grid = [parse_int_list(tokens, "--tokens", 1), parse_int_list(context, "--context", 0),
@@ -232,7 +136,7 @@ def cost(ctx: click.Context, model_name: str, device_name: str, tokens: str, con
                          f"at most {MAX_POINTS:,} per call")
     records = cost_records(model, device, *grid)
     if as_json:
-        _emit_json(records[0] if len(records) == 1 else records)
+        emit_json(records[0] if len(records) == 1 else records)
         return
     first = records[0]
     click.echo(f"{model.name} ({model.weight_dtype}) on {device.name}: achieved (peak x efficiency) "
@@ -243,7 +147,7 @@ def cost(ctx: click.Context, model_name: str, device_name: str, tokens: str, con
              f"{r['flops']:.3e}", f"{r['bytes']:.3e}",
              ("yes" if r["memory_fit"]["fits"] else "NO") + f" ({r['memory_fit']['required_bytes'] / 1e9:.3g} of "
              f"{r['memory_fit']['capacity_bytes'] / 1e9:.3g} GB)"] for r in records]
-    _emit_table(rows, ["n", "c", "b", "time (ms)", "n·b/time (tok/s)", "bound", "FLOPs", "bytes", "fits"])
+    emit_table(rows, ["n", "c", "b", "time (ms)", "n·b/time (tok/s)", "bound", "FLOPs", "bytes", "fits"])
     for warning in sorted({w for r in records for w in r["warnings"]}):
         click.echo(f"warning: {warning}", err=True)
 

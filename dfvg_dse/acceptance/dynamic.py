@@ -1,0 +1,261 @@
+"""Dynamic drafting: the tree grows from the draft's own confidences (model.md §5).
+
+Rules:
+- ADAPT (DFVG, ASPLOS 2026, §4.2, from the paper's prose): level by level, keep the children of
+  the frontier whose confidence exceeds tau, score them by path probability P_cum (product of
+  confidences), and keep k_i = min(k_max, |candidates|, budget left) of them by Gumbel top-k on
+  log P_cum / T (T = 0: plain top-k). Depth is at least D_min = ceil(T_verify / T_draft_step):
+  a level with no candidate above tau still keeps its single best child until D_min is reached.
+- EAGLE-2 (Li et al., arXiv 2406.16858): expand the top_k frontier nodes by their top_k children,
+  keep the top_k of the top_k^2 by path score as the next frontier, `depth` times; then rerank every
+  candidate and keep the best total_tokens - 1 (a child never outscores its parent, so the result
+  is a tree).
+- DuoDecoding (Lv et al., arXiv 2503.00784): k sequences of gamma / k tokens from the top-k first
+  tokens, k from the top-8 first-token probabilities against l_1 x q(second | first), rounded
+  down to a divisor of gamma (T12 in landscape.md).
+
+Given the confidences drawn for a round, the expected tokens of the drafted tree are exact:
+F = 1 + sum over drafted nodes of prod g(q) along the path (siblings exclusive). The expectation
+over confidences is a seeded, vectorised Monte Carlo with its standard error; with no confidence
+model (a plain rank vector as confidences) and T = 0 the tree is fixed and F is exact. The same
+pass samples the target's actual choice at every node, which gives an independent direct
+simulation of the accepted length.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from dfvg_dse.specs import AcceptanceProfile, ConfidenceModel, InputError
+
+
+@dataclass(frozen=True)
+class AdaptRule:
+    """DFVG's hardware-aware dynamic drafting."""
+
+    threshold: float = 0.0  # tau: keep candidates with confidence above it
+    temperature: float = 0.0  # T of the Gumbel top-k; 0 = deterministic top-k
+    k_max: int = 8  # per-level cap: a multiple of the FPGA's parallel lanes
+    budget: int = 32  # B: draft tokens per round
+    min_depth: int = 1  # D_min = ceil(T_verify / T_draft_step)
+    max_depth: int = 16
+
+    def __post_init__(self) -> None:
+        if not (0 <= self.threshold < 1 and self.temperature >= 0 and 1 <= self.k_max and 1 <= self.budget
+                and 1 <= self.min_depth <= self.max_depth):
+            raise InputError(f"adapt rule {self}: need 0 <= tau < 1, T >= 0, k_max, budget >= 1, "
+                             "1 <= min_depth <= max_depth")
+
+
+@dataclass(frozen=True)
+class Eagle2Rule:
+    """EAGLE-2's expand-then-rerank dynamic tree (code defaults: total 60, depth 7, top-k 10)."""
+
+    top_k: int = 10
+    depth: int = 6
+    total_tokens: int = 60  # verified tokens including the root
+
+    def __post_init__(self) -> None:
+        if not (self.top_k >= 1 and self.depth >= 1 and self.total_tokens >= 2):
+            raise InputError(f"eagle-2 rule {self}: need top_k, depth >= 1 and total_tokens >= 2")
+
+
+@dataclass(frozen=True)
+class DuoRule:
+    """DuoDecoding's k-sequence rule with gamma draft tokens per round."""
+
+    gamma: int = 24
+    top: int = 8
+
+    def __post_init__(self) -> None:
+        if self.gamma < 1 or self.top < 2:
+            raise InputError(f"duodecoding rule {self}: need gamma >= 1 and top >= 2")
+
+
+def duo_sequences(first_probs, second_prob: float, gamma: int) -> int:
+    """DuoDecoding's k: 1 + consecutive i >= 2 with l_i > l_1 x q(second | first), rounded down to a
+    divisor of gamma (gamma 24 and 16: up to 8; gamma 12: the loop stops at 7; other gamma: 1)."""
+    l = np.asarray(first_probs, dtype=float)
+    threshold = l[0] * second_prob
+    k = 1
+    for value in l[1:]:
+        if value <= threshold:
+            break
+        k += 1
+    if gamma not in (12, 16, 24):
+        return 1
+    k = min(k, 7 if gamma == 12 else 8)
+    return max(d for d in range(1, k + 1) if gamma % d == 0)
+
+
+class DynamicEstimate(NamedTuple):
+    """Expected behaviour of a dynamic drafting rule per round."""
+
+    expected_tokens: float  # F, bonus token included
+    standard_error: float  # of the Monte Carlo mean (0 when exact)
+    nodes_per_level: np.ndarray  # expected drafted nodes at depth 1, 2, ...
+    expected_nodes: float  # expected draft tokens per round
+    expected_depth: float  # expected deepest drafted level
+    simulated_tokens: float  # direct simulation: mean accepted tokens + 1 from sampled target choices
+    simulated_standard_error: float
+    method: str  # "exact" or "monte-carlo"
+    rounds: int
+
+
+def _confidences(profile: AcceptanceProfile, ranks: int) -> tuple[ConfidenceModel | None, np.ndarray]:
+    """The profile's confidence model, or its rank vector used as fixed, calibrated confidences."""
+    if profile.confidence is not None:
+        return profile.confidence, np.array([])
+    return None, np.pad(np.asarray(profile.rank_probs, dtype=float), (0, max(0, ranks - len(profile.rank_probs))))[:ranks]
+
+
+class _Level(NamedTuple):
+    logp: np.ndarray  # (R, W) log path confidence; -inf where no node
+    acc: np.ndarray  # (R, W) probability the path to the node is accepted
+    path: np.ndarray  # (R, W) bool: the node is on the sampled accepted path
+
+
+def _children(level: _Level, depth: int, model, fixed: np.ndarray, ranks: int, rng) -> tuple:
+    """Candidates below a frontier: (logp, acc, path, q) flattened to (R, W * ranks)."""
+    rounds, width = level.logp.shape
+    ranks = min(ranks, model.ranks if model is not None else len(fixed))  # the draft proposes no more
+    if model is not None:
+        q = model.sample(np.full((rounds, width), depth), rng)[..., :ranks]
+        g = model.accept_prob(q)
+    else:
+        q = np.broadcast_to(fixed[:ranks], (rounds, width, ranks))
+        g = q
+    g = g / np.maximum(1.0, g.sum(axis=-1, keepdims=True))  # the target picks at most one child
+    cum = np.cumsum(g, axis=-1)
+    u = rng.random((rounds, width, 1))
+    pick = np.where(u[..., 0] < cum[..., -1], (u < cum).argmax(axis=-1), -1)  # the target's rank, or none
+    alive = np.isfinite(level.logp)[..., None]
+    with np.errstate(divide="ignore"):
+        logp = np.where(alive, level.logp[..., None] + np.log(q), -np.inf)
+    acc = np.where(alive, level.acc[..., None] * g, 0.0)
+    path = level.path[..., None] & (np.arange(ranks) == pick[..., None])
+    flat = lambda a: a.reshape(rounds, width * ranks)  # noqa: E731
+    return flat(logp), flat(acc), flat(path), flat(np.where(alive, q, 0.0))
+
+
+def _take(keys: np.ndarray, count: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per round, the indices of the `count` largest keys (count <= width), best first, and a mask."""
+    width = min(width, keys.shape[1])
+    if width < keys.shape[1]:
+        part = np.argpartition(-keys, width - 1, axis=1)[:, :width]
+        order = np.take_along_axis(part, np.argsort(-np.take_along_axis(keys, part, axis=1), axis=1,
+                                                    kind="stable"), axis=1)
+    else:
+        order = np.argsort(-keys, axis=1, kind="stable")
+    kept = np.arange(width)[None, :] < count[:, None]
+    return order, kept
+
+
+def _gather(a: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    return np.take_along_axis(a, idx, axis=1)
+
+
+def simulate_adapt(profile: AcceptanceProfile, rule: AdaptRule, rounds: int = 20000, seed: int = 0,
+                   ranks: int = 16) -> DynamicEstimate:
+    """Expected tokens, nodes per level and depth of ADAPT drafting (model.md §5)."""
+    model, fixed = _confidences(profile, ranks)
+    exact = model is None and rule.temperature == 0  # a fixed tree: F is the same in every round
+    rng = np.random.default_rng(seed)
+    level = _Level(np.zeros((rounds, 1)), np.ones((rounds, 1)), np.ones((rounds, 1), dtype=bool))
+    budget = np.full(rounds, rule.budget)
+    f, tokens = np.ones(rounds), np.ones(rounds)
+    widths, deepest = [], np.zeros(rounds)
+    for depth in range(1, rule.max_depth + 1):
+        logp, acc, path, q = _children(level, depth, model, fixed, ranks, rng)
+        eligible = np.isfinite(logp) & (q > rule.threshold)
+        forced = (eligible.sum(axis=1) == 0) & (depth <= rule.min_depth)
+        eligible |= forced[:, None] & np.isfinite(logp)  # D_min: keep drafting below the threshold
+        keys = logp / rule.temperature + rng.gumbel(size=logp.shape) if rule.temperature > 0 else logp.copy()
+        keys = np.where(eligible, keys, -np.inf)
+        count = np.minimum.reduce([np.full(rounds, rule.k_max), eligible.sum(axis=1), budget])
+        count = np.where(forced, np.minimum(count, 1), count)
+        if not count.any():
+            break
+        idx, kept = _take(keys, count, rule.k_max)
+        level = _Level(np.where(kept, _gather(logp, idx), -np.inf), np.where(kept, _gather(acc, idx), 0.0),
+                       kept & _gather(path, idx))
+        f += level.acc.sum(axis=1)
+        tokens += level.path.sum(axis=1)
+        budget -= count
+        widths.append(count.mean())
+        deepest = np.where(count > 0, depth, deepest)
+    return _estimate(f, tokens, widths, deepest, exact)
+
+
+def simulate_eagle2(profile: AcceptanceProfile, rule: Eagle2Rule, rounds: int = 10000, seed: int = 0,
+                    ranks: int | None = None) -> DynamicEstimate:
+    """Expected tokens of EAGLE-2's expand-then-rerank tree."""
+    ranks = ranks or rule.top_k
+    model, fixed = _confidences(profile, ranks)
+    exact = model is None
+    rng = np.random.default_rng(seed)
+    level = _Level(np.zeros((rounds, 1)), np.ones((rounds, 1)), np.ones((rounds, 1), dtype=bool))
+    pool_logp, pool_acc, pool_path, pool_depth = [], [], [], []
+    for depth in range(1, rule.depth + 1):
+        logp, acc, path, _ = _children(level, depth, model, fixed, min(ranks, rule.top_k), rng)
+        pool_logp.append(logp)
+        pool_acc.append(acc)
+        pool_path.append(path)
+        pool_depth.append(np.full(logp.shape, depth))
+        idx, kept = _take(logp, np.full(rounds, rule.top_k), rule.top_k)
+        level = _Level(np.where(kept, _gather(logp, idx), -np.inf), _gather(acc, idx), kept & _gather(path, idx))
+    logp, acc, path, depth_of = (np.concatenate(a, axis=1) for a in (pool_logp, pool_acc, pool_path, pool_depth))
+    keep = min(rule.total_tokens - 1, logp.shape[1])
+    # stable order by score keeps a parent (created earlier) ahead of an equally scored child
+    idx, kept = _take(np.where(np.isfinite(logp), logp, -np.inf), np.full(rounds, keep), keep)
+    kept &= np.isfinite(_gather(logp, idx))
+    f = 1.0 + np.where(kept, _gather(acc, idx), 0.0).sum(axis=1)
+    tokens = 1.0 + (kept & _gather(path, idx)).sum(axis=1)
+    chosen_depth = np.where(kept, _gather(depth_of, idx), 0)
+    widths = [(chosen_depth == d).sum(axis=1).mean() for d in range(1, rule.depth + 1)]
+    return _estimate(f, tokens, widths, chosen_depth.max(axis=1), exact)
+
+
+def simulate_duodecoding(profile: AcceptanceProfile, rule: DuoRule, rounds: int = 20000,
+                         seed: int = 0) -> DynamicEstimate:
+    """Expected tokens of DuoDecoding's k sequences of gamma / k tokens."""
+    model, fixed = _confidences(profile, rule.top)
+    exact = model is None
+    rng = np.random.default_rng(seed)
+    root = _Level(np.zeros((rounds, 1)), np.ones((rounds, 1)), np.ones((rounds, 1), dtype=bool))
+    logp, acc, path, q = _children(root, 1, model, fixed, rule.top, rng)  # (R, top) first tokens
+    first = _Level(logp[:, :1], acc[:, :1], path[:, :1])
+    second_q = _children(first, 2, model, fixed, rule.top, rng)[3][:, 0]  # q(greedy second | top-1 first)
+    k = np.array([duo_sequences(q[r], second_q[r], rule.gamma) for r in range(rounds)])
+    length = rule.gamma // k
+    f, tokens = np.ones(rounds), np.ones(rounds)
+    chains = _Level(np.where(np.arange(logp.shape[1]) < k[:, None], logp, -np.inf), acc, path)
+    f += np.where(np.isfinite(chains.logp), chains.acc, 0.0).sum(axis=1)
+    tokens += (np.isfinite(chains.logp) & chains.path).sum(axis=1)
+    widths = [k.mean()]
+    for step in range(2, int(length.max()) + 1):
+        c_logp, c_acc, c_path, _ = _children(chains, step, model, fixed, 1, rng)  # greedy continuation
+        live = np.isfinite(c_logp) & (step <= length[:, None])
+        chains = _Level(np.where(live, c_logp, -np.inf), np.where(live, c_acc, 0.0), live & c_path)
+        f += chains.acc.sum(axis=1)
+        tokens += chains.path.sum(axis=1)
+        widths.append(live.sum(axis=1).mean())
+    return _estimate(f, tokens, widths, length.astype(float), exact)
+
+
+def _estimate(f, tokens, widths, deepest, exact: bool) -> DynamicEstimate:
+    n = len(f)
+    se = lambda a: 0.0 if n < 2 else float(np.std(a, ddof=1) / math.sqrt(n))  # noqa: E731
+    widths = np.asarray(widths, dtype=float)
+    return DynamicEstimate(float(np.mean(f)), 0.0 if exact else se(f), widths, float(widths.sum()),
+                           float(np.mean(deepest)), float(np.mean(tokens)), se(tokens),
+                           "exact" if exact else "monte-carlo", n)
+
+
+def min_depth_for_windows(verify_time_s: float, draft_step_time_s: float) -> int:
+    """DFVG's D_min = ceil(T_verify / T_draft_step): drafting fills the verification window (T13)."""
+    return max(1, math.ceil(verify_time_s / draft_step_time_s - 1e-9))

@@ -1,0 +1,107 @@
+"""The command line's root group and shared helpers: thin commands that parse options, call one library function, format.
+
+Every user mistake (bad data file, unknown name, bad option value) ends as one line on stderr
+and exit code 2. With --json, stdout holds one JSON document and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+
+import click
+
+from dfvg_dse import __version__
+from dfvg_dse.catalog import Catalog, CatalogError
+from dfvg_dse.specs import InputError
+
+
+class UserError(click.ClickException):
+    """A mistake in the user's input: one line, exit code 2."""
+
+    exit_code = 2
+
+
+class _Group(click.Group):
+    """Root group: library errors become UserError, and every usage error prints one line, exit 2."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (CatalogError, InputError) as err:
+            raise UserError(str(err)) from None
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.UsageError as err:
+            where = err.ctx.command_path if err.ctx else "dfvg-dse"
+            click.echo(f"Error: {err.format_message()} (see '{where} --help')", err=True)
+            code = 2
+        except click.ClickException as err:
+            err.show()
+            code = err.exit_code
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            code = 1
+        if not standalone_mode:
+            return code
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+MAX_VALUE = 10**9  # tokens, context or batch beyond this is a typo, not a design
+MAX_POINTS = 100_000  # (n, c, b) combinations per `cost` call; one row is printed per point
+
+
+def parse_int_list(text: str, name: str, minimum: int) -> list[int]:
+    """'4', '1,2,4', '1-64' (step 1), '0-8192:1024' (step) or '1-512:x2' (doubling) -> integers."""
+    values: list[int] = []
+    for part in text.split(","):
+        match = re.fullmatch(r"(\d+)(?:-(\d+)(?::(x?)(\d+))?)?", part.strip())
+        if not match:
+            raise InputError(f"{name} {text!r}: expected integers like 4, 1,2,4, 1-64, 0-8192:1024 or 1-512:x2")
+        start, stop, mult, step = match.groups()
+        first, last, stride = int(start), int(stop or start), int(step or 1)
+        if max(first, last) > MAX_VALUE:
+            raise InputError(f"{name} {part.strip()!r}: values must be <= {MAX_VALUE:.0e}")
+        if last < first or stride < 1 or (mult and (stride < 2 or first < 1)):
+            raise InputError(f"{name} {part.strip()!r}: a range needs start <= stop and a step >= 1 "
+                             "(x2 or more, from 1 up, to multiply)")
+        if not mult and (last - first) // stride >= MAX_POINTS:
+            raise InputError(f"{name} {part.strip()!r}: more than {MAX_POINTS:,} values")
+        value = first
+        while value <= last:
+            values.append(value)
+            value = value * stride if mult else value + stride
+    if any(v < minimum for v in values):
+        raise InputError(f"{name} {text!r}: every value must be >= {minimum}")
+    return values
+
+
+def emit_json(document) -> None:
+    click.echo(json.dumps(document, indent=2, allow_nan=False))
+
+
+def emit_table(rows: list[list[str]], header: list[str]) -> None:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        click.echo("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip())
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--models-dir", help="Model directories searched before your data dir and the shipped models/ "
+                                   "(':'-separated) [else env DFVG_DSE_MODELS_DIR].")
+@click.option("--hwdb-dir", help="Hardware directories searched before your data dir and the shipped hwdb/ "
+                                 "(':'-separated) [else env DFVG_DSE_HWDB_DIR].")
+@click.version_option(__version__, prog_name="dfvg-dse")
+@click.pass_context
+def cli(ctx: click.Context, models_dir: str | None, hwdb_dir: str | None) -> None:
+    """Analytical design-space explorer for heterogeneous speculative decoding."""
+    ctx.obj = {"models_dir": models_dir, "hwdb_dir": hwdb_dir}
+
+
+def catalog_of(ctx: click.Context) -> Catalog:
+    return Catalog.open(ctx.obj["models_dir"], ctx.obj["hwdb_dir"])
+
+

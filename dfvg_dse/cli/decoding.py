@@ -1,0 +1,199 @@
+"""Commands on acceptance and token trees: tree expected|optimize|show|dynamic, acceptance list|show|fit."""
+
+from __future__ import annotations
+
+import click
+
+from dfvg_dse.acceptance import (AdaptRule, DuoRule, Eagle2Rule, check_round, fit_profile, simulate_adapt,
+                                 simulate_duodecoding, simulate_eagle2)
+from dfvg_dse.cli._base import catalog_of, cli, emit_json, emit_table
+from dfvg_dse.report import dynamic_record, profile_record, tree_record
+from dfvg_dse.specs import TreeSpec
+from dfvg_dse.tree import draw_tree, from_document, optimal_tree, parse_tree_spec
+
+ACCEPTANCE_HELP = "0.8 (i.i.d. alpha), 0.63,0.11,0.06 (rank vector), pair:NAME (see `acceptance list`) or a file."
+TREE_HELP = ("chain:G, seq:KxL, kary:KxD, choices:[[0],[1],[0,0]], vllm:[(0,),(0,0)], parents:-1,0,1, "
+             "published:NAME or a JSON/TOML file with parents or choices.")
+
+
+def _tree(ctx: click.Context, spec: str) -> TreeSpec:
+    document = catalog_of(ctx).tree_document(spec)
+    return parse_tree_spec(spec) if document is None else from_document(document, spec)
+
+
+@cli.group()
+def tree() -> None:
+    """Token trees: expected tokens, optimal trees, drawings, dynamic drafting."""
+
+
+@tree.command("expected")
+@click.option("--acceptance", "acceptance_spec", required=True, help=ACCEPTANCE_HELP)
+@click.option("--tree", "tree_spec", required=True, help=TREE_HELP)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+@click.pass_context
+def tree_expected(ctx: click.Context, acceptance_spec: str, tree_spec: str, as_json: bool) -> None:
+    """Expected tokens per round F(T) of a static tree (bonus token included)."""
+    record = tree_record(_tree(ctx, tree_spec), catalog_of(ctx).acceptance(acceptance_spec))
+    if as_json:
+        emit_json({k: record[k] for k in ("expected_tokens", "nodes", "depth", "budget", "level_widths")})
+        return
+    click.echo(f"F(T) = {record['expected_tokens']:.4f} tokens per round ({record['budget']} draft tokens, "
+               f"depth {record['depth']}, {record['nodes']} nodes with the root)")
+
+
+@tree.command("optimize")
+@click.option("--acceptance", "acceptance_spec", required=True, help=ACCEPTANCE_HELP)
+@click.option("--budget", type=click.IntRange(1, 4096), required=True, help="Draft tokens (nodes without the root).")
+@click.option("--max-depth", type=click.IntRange(1, 4096), help="Levels below the root [default: min(budget, 64)].")
+@click.option("--max-width", type=click.IntRange(1, 4096), help="Per-level cap k_max (an FPGA's lanes).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+@click.pass_context
+def tree_optimize(ctx: click.Context, acceptance_spec: str, budget: int, max_depth: int | None,
+                  max_width: int | None, as_json: bool) -> None:
+    """The tree maximising F(T) under a budget, a depth limit and a width cap (Sequoia DP + caps)."""
+    profile = catalog_of(ctx).acceptance(acceptance_spec)
+    result = optimal_tree(profile, budget, max_depth or min(budget, 64), max_width)
+    record = tree_record(result.tree, profile)
+    record["method"] = result.method
+    if as_json:
+        emit_json(record)
+        return
+    click.echo(f"best F(T) = {record['expected_tokens']:.4f} with {record['budget']} draft tokens, depth "
+               f"{record['depth']}, widths {record['level_widths']} ({result.method})")
+    click.echo(f"choices: {record['choices']}")
+    click.echo(f"vLLM speculative_token_tree: {record['vllm_speculative_token_tree']}")
+
+
+@tree.command("show")
+@click.option("--tree", "tree_spec", required=True, help=TREE_HELP)
+@click.option("--acceptance", "acceptance_spec", help="Annotate each node with its acceptance. " + ACCEPTANCE_HELP)
+@click.pass_context
+def tree_show(ctx: click.Context, tree_spec: str, acceptance_spec: str | None) -> None:
+    """Draw a tree in the terminal (rank r<k> = the draft's k-th choice; f = P(path accepted))."""
+    spec = _tree(ctx, tree_spec)
+    profile = catalog_of(ctx).acceptance(acceptance_spec) if acceptance_spec else None
+    for line in draw_tree(spec, profile):
+        click.echo(line)
+
+
+@tree.command("dynamic")
+@click.option("--acceptance", "acceptance_spec", required=True, help=ACCEPTANCE_HELP)
+@click.option("--rule", type=click.Choice(["adapt", "eagle2", "duodecoding"]), default="adapt", show_default=True)
+@click.option("--threshold", type=click.FloatRange(0, 1, max_open=True), default=0.0, show_default=True,
+              help="adapt: tau, keep children with confidence above it.")
+@click.option("--temperature", type=click.FloatRange(0), default=0.0, show_default=True,
+              help="adapt: Gumbel top-k temperature T (0 = top-k).")
+@click.option("--k-max", type=click.IntRange(1, 1024), default=8, show_default=True, help="adapt: per-level cap.")
+@click.option("--budget", type=click.IntRange(1, 4096), default=32, show_default=True, help="adapt: draft tokens B.")
+@click.option("--min-depth", type=click.IntRange(1, 256), default=1, show_default=True, help="adapt: D_min.")
+@click.option("--max-depth", type=click.IntRange(1, 256), default=16, show_default=True, help="adapt: depth limit.")
+@click.option("--top-k", type=click.IntRange(1, 64), default=10, show_default=True, help="eagle2: top_k.")
+@click.option("--depth", type=click.IntRange(1, 64), default=6, show_default=True, help="eagle2: expansion steps.")
+@click.option("--total-tokens", type=click.IntRange(2, 4096), default=60, show_default=True,
+              help="eagle2: verified tokens including the root.")
+@click.option("--gamma", type=click.IntRange(1, 256), default=24, show_default=True, help="duodecoding: gamma.")
+@click.option("--rounds", type=click.IntRange(100, 10**6), default=20000, show_default=True,
+              help="Monte Carlo rounds.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+@click.pass_context
+def tree_dynamic(ctx: click.Context, acceptance_spec: str, rule: str, threshold: float, temperature: float,
+                 k_max: int, budget: int, min_depth: int, max_depth: int, top_k: int, depth: int, total_tokens: int,
+                 gamma: int, rounds: int, seed: int, as_json: bool) -> None:
+    """Expected tokens, nodes per level and depth of a dynamic drafting rule (ADAPT, EAGLE-2, DuoDecoding)."""
+    profile = catalog_of(ctx).acceptance(acceptance_spec)
+    if rule == "adapt":
+        estimate = simulate_adapt(profile, AdaptRule(threshold, temperature, k_max, budget, min_depth, max_depth),
+                                  rounds, seed)
+    elif rule == "eagle2":
+        estimate = simulate_eagle2(profile, Eagle2Rule(top_k, depth, total_tokens), rounds, seed)
+    else:
+        estimate = simulate_duodecoding(profile, DuoRule(gamma), rounds, seed)
+    record = dynamic_record(estimate, rule)
+    if as_json:
+        emit_json(record)
+        return
+    click.echo(f"{rule}: F = {record['expected_tokens']:.4f} +- {record['standard_error']:.4f} tokens per round "
+               f"({record['method']}, {record['rounds']} rounds); direct simulation "
+               f"{record['simulated_tokens']:.4f} +- {record['simulated_standard_error']:.4f}")
+    click.echo(f"draft tokens per round {record['expected_nodes']:.2f}, depth {record['expected_depth']:.2f}, "
+               f"per level {[round(x, 2) for x in record['nodes_per_level']]}")
+
+
+@cli.group()
+def acceptance() -> None:
+    """Acceptance profiles: shipped pairs, and fits from decoding traces."""
+
+
+@acceptance.command("list")
+@click.option("--json", "as_json", is_flag=True, help="One JSON list on stdout.")
+@click.pass_context
+def acceptance_list(ctx: click.Context, as_json: bool) -> None:
+    """Shipped and user acceptance profiles (use as --acceptance pair:NAME)."""
+    catalog = catalog_of(ctx)
+    records = [profile_record(catalog.profile(n), catalog.profile_document(n)) for n in catalog.profile_names()]
+    if as_json:
+        emit_json(records)
+        return
+    emit_table([[r["name"], f"{r['rank_probs'][0]:.3f}", len(r["rank_probs"]), r["tag"],
+                 "yes" if r["confidence"] else "no"] for r in records],
+               ["name", "p_1", "ranks", "tag", "confidence model"])
+
+
+@acceptance.command("show")
+@click.argument("profile")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+@click.pass_context
+def acceptance_show(ctx: click.Context, profile: str, as_json: bool) -> None:
+    """One profile (a name from `acceptance list`, pair:NAME or a file): rank vector, depth x rank, confidences."""
+    catalog = catalog_of(ctx)
+    name = profile[5:] if profile.startswith("pair:") else profile
+    document = catalog.profile_document(name) if name in catalog.profile_names() else {"path": profile}
+    spec = catalog.profile(name) if name in catalog.profile_names() else catalog.acceptance(profile)
+    record = profile_record(spec, document)
+    if as_json:
+        emit_json(record)
+        return
+    click.echo(f"{record['name']} [{record['tag']}] {record.get('path', '')}")
+    click.echo(f"source: {record['source']}")
+    click.echo(f"rank vector p_1..: {[round(x, 4) for x in record['rank_probs']]} (sum {sum(record['rank_probs']):.4f})")
+    if record.get("ci_low"):
+        click.echo(f"95% bootstrap interval: {[round(x, 4) for x in record['ci_low']]} .. "
+                   f"{[round(x, 4) for x in record['ci_high']]}")
+    for d, row in enumerate(record["depth_rank"] or []):
+        click.echo(f"depth {d + 1}: {[round(x, 4) for x in row]}")
+    if record["confidence"]:
+        c = record["confidence"]
+        click.echo(f"confidence: top-1 mean by depth {[round(x, 3) for x in c['top1_mean']]}, Beta concentration "
+                   f"{c['concentration']:.3g}; implied p_r {[round(x, 4) for x in c['implied_rank_probs'][:6]]}")
+
+
+@acceptance.command("fit")
+@click.argument("trace", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Profile file to write (TOML).")
+@click.option("--name", help="Profile name [default: the trace file's stem].")
+@click.option("--source", help="Where the trace comes from [default: the trace path].")
+@click.option("--bootstrap", type=click.IntRange(0, 100000), default=1000, show_default=True,
+              help="Bootstrap resamples of whole rounds for the intervals.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--force", is_flag=True, help="Replace an existing output file.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+@click.pass_context
+def acceptance_fit(ctx: click.Context, trace: str, output: str, name: str | None, source: str | None, bootstrap: int,
+                   seed: int, force: bool, as_json: bool) -> None:
+    """Fit a rank vector, a depth x rank matrix and a confidence model from a JSONL trace."""
+    catalog = catalog_of(ctx)
+    rounds = [check_round(raw, line) for line, raw in catalog.read_trace(trace)]
+    result = fit_profile(rounds, name or click.format_filename(trace).rsplit("/", 1)[-1].rsplit(".", 1)[0],
+                         source or f"fitted from {trace}", bootstrap=max(bootstrap, 1), seed=seed)
+    meta = {"tag": "measured", "fit": {"rounds": result.rounds, "bootstrap": bootstrap, "seed": seed,
+                                       "mean_accepted_tokens": result.accepted_tokens_mean},
+            "ci": (result.ci_low.tolist(), result.ci_high.tolist())}
+    path = catalog.write_profile(output, result.profile, meta, force)
+    record = {**profile_record(result.profile, {"path": str(path), "tag": "measured"}), "rounds": result.rounds,
+              "ci_low": result.ci_low.tolist(), "ci_high": result.ci_high.tolist()}
+    if as_json:
+        emit_json(record)
+    else:
+        click.echo(f"wrote {path}: {result.rounds} rounds, p_1 = {record['rank_probs'][0]:.4f} "
+                   f"[{record['ci_low'][0]:.4f}, {record['ci_high'][0]:.4f}]")

@@ -1,0 +1,165 @@
+"""Frozen specifications of decoding: token trees, acceptance profiles and draft-confidence models."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dfvg_dse.specs.hardware import SpecError
+
+@dataclass(frozen=True)
+class TreeSpec:
+    """A token tree as data: node 0 is the root (the last accepted token), then the draft tokens.
+
+    `parents[i]` is the index of node i's parent (-1 for the root) and always below i, so the order
+    is topological (ancestors first, which is also TreeSort's order). `ranks[i]` is node i's 0-based
+    rank among its siblings: the draft's i-th most likely child. Depth counts levels below the
+    root: a chain of 4 draft tokens has depth 4 and 5 nodes; `budget` counts draft tokens.
+    """
+
+    parents: tuple[int, ...]
+    ranks: tuple[int, ...]
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.parents or self.parents[0] != -1:
+            raise SpecError("parents", list(self.parents[:3]), "must start with -1 (the root)")
+        if len(self.ranks) != len(self.parents):
+            raise SpecError("ranks", len(self.ranks), f"must have one rank per node ({len(self.parents)})")
+        seen: set[tuple[int, int]] = set()
+        for i, (parent, rank) in enumerate(zip(self.parents, self.ranks)):
+            if i and not (0 <= parent < i):
+                raise SpecError(f"parents[{i}]", parent, f"must be an earlier node, 0..{i - 1} (ancestors first)")
+            if rank < 0 or (i and (parent, rank) in seen):
+                raise SpecError(f"ranks[{i}]", rank, "must be >= 0 and distinct among siblings")
+            seen.add((parent, rank))
+
+    @property
+    def n_nodes(self) -> int:
+        """Nodes including the root."""
+        return len(self.parents)
+
+    @property
+    def budget(self) -> int:
+        """Draft tokens: nodes without the root."""
+        return len(self.parents) - 1
+
+    @property
+    def depths(self) -> tuple[int, ...]:
+        """Depth of every node; the root has depth 0."""
+        depth = [0] * len(self.parents)
+        for i in range(1, len(self.parents)):
+            depth[i] = depth[self.parents[i]] + 1
+        return tuple(depth)
+
+    @property
+    def depth(self) -> int:
+        """Levels below the root."""
+        return max(self.depths)
+
+    def level_widths(self) -> tuple[int, ...]:
+        """Nodes per level 1..depth."""
+        counts = [0] * (self.depth + 1)
+        for d in self.depths[1:]:
+            counts[d] += 1
+        return tuple(counts[1:])
+
+
+@dataclass(frozen=True)
+class ConfidenceModel:
+    """Draft confidences of a node's ranked children and P(accept | confidence) (model.md §4).
+
+    At depth d (1-based; rows past the last reuse it) the top-1 child's confidence q_1 follows
+    Beta(m c, (1 - m) c) with mean m = top1_mean[d-1] and concentration c; rank r >= 2 gets
+    q_r = (1 - q_1) x tail_shares[r-2]. Calibration: P(accept | q) is piecewise linear through
+    (calibration_q, calibration_accept), non-decreasing; empty means calibrated, g(q) = q. Accept
+    events of siblings are exclusive (the target picks one token).
+    """
+
+    top1_mean: tuple[float, ...]
+    concentration: float
+    tail_shares: tuple[float, ...]
+    calibration_q: tuple[float, ...] = ()
+    calibration_accept: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.top1_mean or not all(0.0 < m < 1.0 for m in self.top1_mean):
+            raise SpecError("top1_mean", list(self.top1_mean), "needs values in (0, 1), one per depth")
+        if not (isinstance(self.concentration, (int, float)) and 0 < self.concentration < 1e6):
+            raise SpecError("concentration", self.concentration, "must be a positive number")
+        if any(not 0.0 <= s <= 1.0 for s in self.tail_shares) or sum(self.tail_shares) > 1.0 + 1e-6:
+            raise SpecError("tail_shares", list(self.tail_shares), "must be shares in [0, 1] summing to <= 1")
+        q, a = self.calibration_q, self.calibration_accept
+        if len(q) != len(a) or any(not 0.0 <= x <= 1.0 for x in (*q, *a)):
+            raise SpecError("calibration", [list(q), list(a)], "needs equal-length lists of values in [0, 1]")
+        if any(y < x for x, y in zip(q, q[1:])) or any(y < x - 1e-9 for x, y in zip(a, a[1:])):
+            raise SpecError("calibration", [list(q), list(a)], "must be non-decreasing (isotonic)")
+
+    @property
+    def ranks(self) -> int:
+        return 1 + len(self.tail_shares)
+
+    def accept_prob(self, q) -> np.ndarray:
+        """g(q) = P(a child of confidence q is accepted | its parent was)."""
+        q = np.asarray(q, dtype=float)
+        if not self.calibration_q:
+            return q
+        return np.interp(q, self.calibration_q, self.calibration_accept)
+
+    def sample(self, depth, rng: np.random.Generator) -> np.ndarray:
+        """Children confidences by rank, shape depth.shape + (ranks,). The model fixes the mean shares,
+        not the order: for a very unsure top-1 a lower rank can draw a larger confidence."""
+        depth = np.asarray(depth)
+        mean = np.asarray(self.top1_mean)[np.minimum(depth, len(self.top1_mean)) - 1]
+        top1 = np.asarray(rng.beta(mean * self.concentration, (1.0 - mean) * self.concentration))
+        return np.concatenate([top1[..., None], (1.0 - top1)[..., None] * np.asarray(self.tail_shares)], axis=-1)
+
+    def mean_rank_probs(self, depth: int = 1) -> np.ndarray:
+        """E[g(q_r)] at a depth, by quadrature over the Beta law of q_1: the implied rank vector."""
+        from scipy import stats
+
+        mean = self.top1_mean[min(depth, len(self.top1_mean)) - 1]
+        law = stats.beta(mean * self.concentration, (1.0 - mean) * self.concentration)
+        grid = (np.arange(4000) + 0.5) / 4000  # midpoint rule on q_1
+        weights = law.pdf(grid)
+        weights /= weights.sum()
+        children = np.concatenate([grid[:, None], (1 - grid)[:, None] * np.asarray(self.tail_shares)], axis=1)
+        return weights @ self.accept_prob(children)
+
+
+@dataclass(frozen=True)
+class AcceptanceProfile:
+    """Acceptance statistics of a draft/target pair (model.md §4).
+
+    `rank_probs[r]`: P(the (r+1)-th ranked child is accepted | its parent was), Sequoia's p_k,
+    unconditional over siblings so the sum is <= 1. A scalar alpha is the vector (alpha,).
+    `depth_rank[d][r]`: the same at depth d+1; rows past the last reuse the last row.
+    """
+
+    name: str
+    rank_probs: tuple[float, ...]
+    depth_rank: tuple[tuple[float, ...], ...] | None = None
+    confidence: ConfidenceModel | None = None
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        rows = [self.rank_probs] + list(self.depth_rank or [])
+        for d, row in enumerate(rows):
+            field = "rank_probs" if d == 0 else f"depth_rank[{d - 1}]"
+            if not row:
+                raise SpecError(field, list(row), "needs at least one probability")
+            for r, value in enumerate(row):
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0.0 <= value <= 1.0):
+                    raise SpecError(f"{field}[{r}]", value, "must be a probability in [0, 1]")
+            if sum(row) > 1.0 + 1e-6:
+                raise SpecError(field, round(sum(row), 6), "ranked children are exclusive: the sum must be <= 1")
+
+    def matrix(self, depth: int, width: int) -> np.ndarray:
+        """P[d, r] for d = 1..depth (rows) and r = 1..width (columns), padded with zeros."""
+        rows = self.depth_rank or (self.rank_probs,)
+        out = np.zeros((depth, width))
+        for d in range(depth):
+            row = rows[min(d, len(rows) - 1)]
+            out[d, :min(width, len(row))] = row[:width]
+        return out

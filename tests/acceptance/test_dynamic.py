@@ -1,0 +1,126 @@
+"""Dynamic drafting: the model against a naive direct simulation, public vectors T12/T13, invariants."""
+
+import heapq
+import math
+
+import numpy as np
+import pytest
+
+from dfvg_dse.acceptance import (AdaptRule, DuoRule, Eagle2Rule, duo_sequences, expected_tokens, min_depth_for_windows,
+                                 simulate_adapt, simulate_duodecoding, simulate_eagle2)
+from dfvg_dse.specs import AcceptanceProfile, ConfidenceModel, TreeSpec
+
+MODEL = ConfidenceModel(top1_mean=(0.8, 0.75, 0.7), concentration=4.0, tail_shares=(0.45, 0.2, 0.1, 0.05))
+PROFILE = AcceptanceProfile("synthetic", (0.8, 0.09, 0.04, 0.02, 0.01), confidence=MODEL)
+
+
+
+
+def direct_adapt(rule: AdaptRule, rounds: int, seed: int) -> float:
+    """Naive direct simulation: draft with ADAPT node by node, then sample the target's choices."""
+    rng = np.random.default_rng(seed)
+    total = 0
+    for _ in range(rounds):
+        conf = {(): None}
+        drafted = set()
+        frontier = [(0.0, ())]
+        budget = rule.budget
+        for depth in range(1, rule.max_depth + 1):
+            candidates = []
+            for logp, path in frontier:
+                q = MODEL.sample(np.array(depth), rng)
+                conf[path] = q
+                candidates += [(logp + math.log(q[r]), path + (r,), q[r]) for r in range(len(q))]
+            eligible = [c for c in candidates if c[2] > rule.threshold]
+            if not eligible and depth <= rule.min_depth:
+                eligible = [max(candidates)]
+            k = min(rule.k_max, len(eligible), budget)
+            if k == 0:
+                break
+            chosen = heapq.nlargest(k, eligible, key=lambda c: c[0])
+            drafted |= {c[1] for c in chosen}
+            frontier = [(c[0], c[1]) for c in chosen]
+            budget -= k
+        node, tokens = (), 1
+        while node in conf and conf[node] is not None:  # the target's pick among the drafted children
+            q = conf[node]
+            u, cum = rng.random(), np.cumsum(q)
+            if u >= cum[-1]:
+                break
+            child = node + (int(np.argmax(u < cum)),)
+            if child not in drafted:
+                break
+            node, tokens = child, tokens + 1
+        total += tokens
+    return total / rounds
+
+
+@pytest.mark.parametrize("rule", [AdaptRule(0.0, 0.0, 4, 12, 3, 8), AdaptRule(0.15, 0.0, 8, 24, 5, 10),
+                                  AdaptRule(0.5, 0.0, 4, 16, 2, 6)])
+def test_adapt_model_matches_a_naive_direct_simulation_within_2_percent(rule):
+    model = simulate_adapt(PROFILE, rule, rounds=20000, seed=11)
+    naive = direct_adapt(rule, rounds=6000, seed=12)
+    # tolerance: the issue's 2%, widened if the naive run's own noise needs it (sd of tokens < 2.5)
+    tol = max(0.02, 4 * 2.5 / math.sqrt(6000) / model.expected_tokens)
+    assert abs(naive / model.expected_tokens - 1) < tol
+    assert abs(model.simulated_tokens / model.expected_tokens - 1) < 4 * model.simulated_standard_error
+
+
+def test_adapt_invariants():
+    rule = AdaptRule(0.1, 0.7, 4, 10, 3, 6)
+    est = simulate_adapt(PROFILE, rule, rounds=4000, seed=3)
+    assert np.all(est.nodes_per_level <= rule.k_max + 1e-12) and est.expected_nodes <= rule.budget + 1e-12
+    assert est.expected_depth >= rule.min_depth - 1e-12 and 1 <= est.expected_tokens <= est.expected_nodes + 1
+    assert est.method == "monte-carlo" and est.standard_error > 0
+
+
+def test_adapt_with_a_rank_vector_is_exact_and_equals_f_of_its_tree():
+    profile = AcceptanceProfile("r", (0.6, 0.2, 0.1))
+    est = simulate_adapt(profile, AdaptRule(0.0, 0.0, 2, 5, 1, 4), rounds=2000)
+    # top-2 by path probability per level: [r0, r1], then r0r0 (0.36), r0r1 (0.12), then r0r0r0 = 5 nodes
+    tree = TreeSpec((-1, 0, 0, 1, 1, 3), (0, 0, 1, 0, 1, 0))
+    assert est.method == "exact" and est.standard_error == 0
+    assert est.expected_tokens == pytest.approx(expected_tokens(tree, profile))
+    assert list(est.nodes_per_level) == [2, 2, 1]
+    assert est.simulated_tokens == pytest.approx(est.expected_tokens, abs=4 * est.simulated_standard_error)
+
+
+def test_min_depth_forces_drafting_below_the_threshold():
+    rule = AdaptRule(0.95, 0.0, 8, 32, 6, 10)  # almost nothing clears 0.95
+    est = simulate_adapt(PROFILE, rule, rounds=2000, seed=5)
+    assert est.expected_depth >= 6 - 1e-12
+    assert est.nodes_per_level[5] == pytest.approx(1.0, abs=0.05)
+
+
+def test_t12_duodecoding_k_rule():
+    # T12: top-1 0.5, best second 0.5 -> prob_12 = 0.25; only 0.3 exceeds it -> k = 2
+    assert duo_sequences([0.5, 0.3, 0.1, 0.05, 0.02, 0.01, 0.01, 0.01], 0.5, 24) == 2
+    assert duo_sequences([0.3] + [0.1] * 7, 0.1, 24) == 8  # all seven exceed 0.03: raw 8, a divisor of 24
+    assert duo_sequences([0.3, 0.2, 0.2, 0.2, 0.2, 0.01, 0.01, 0.01], 0.1, 24) == 4  # raw 5 -> 4
+    assert duo_sequences([0.3] + [0.2] * 6 + [0.01], 0.1, 24) == 6  # raw 7 -> 6
+    assert duo_sequences([0.3, 0.2, 0.2, 0.01], 0.1, 16) == 2  # raw 3 -> 2
+    assert duo_sequences([0.3] + [0.2] * 7, 0.1, 12) == 6  # loop stops at 7 -> 6
+    assert duo_sequences([0.3] + [0.2] * 7, 0.1, 10) == 1  # other gamma: k stays 1
+
+
+def test_duodecoding_drafts_gamma_tokens():
+    est = simulate_duodecoding(PROFILE, DuoRule(24), rounds=3000, seed=2)
+    assert est.expected_nodes == pytest.approx(24, abs=1e-9)
+    assert est.simulated_tokens == pytest.approx(est.expected_tokens, abs=4 * est.simulated_standard_error)
+
+
+def test_eagle2_keeps_total_tokens_and_agrees_with_its_direct_simulation():
+    est = simulate_eagle2(PROFILE, Eagle2Rule(top_k=4, depth=5, total_tokens=20), rounds=5000, seed=4)
+    assert est.expected_nodes == pytest.approx(19)
+    assert est.simulated_tokens == pytest.approx(est.expected_tokens, abs=4 * est.simulated_standard_error)
+    # with fixed confidences the rerank keeps the 19 most probable expanded nodes: F is exact
+    fixed = AcceptanceProfile("f", (0.7, 0.2, 0.05, 0.02))
+    exact = simulate_eagle2(fixed, Eagle2Rule(top_k=2, depth=2, total_tokens=4), rounds=100)
+    # root children 0.7, 0.2; expansions 0.49, 0.14 (under r0), 0.14, 0.04 (under r1): keep 0.7, 0.49, 0.2
+    assert exact.expected_tokens == pytest.approx(1 + 0.7 + 0.49 + 0.2) and exact.method == "exact"
+
+
+def test_t13_min_depth():
+    # T13: T_verify 24 ms, T_draft 3 ms -> D_min = 8
+    assert min_depth_for_windows(0.024, 0.003) == 8
+    assert min_depth_for_windows(0.025, 0.003) == 9
