@@ -20,7 +20,8 @@ def run():
 
 COMMANDS = [[], ["hw"], ["hw", "list"], ["hw", "show"], ["models"], ["models", "list"], ["models", "show"],
             ["models", "import"], ["cost"], ["tree"], ["tree", "expected"], ["tree", "optimize"], ["tree", "show"],
-            ["tree", "dynamic"], ["acceptance"], ["acceptance", "list"], ["acceptance", "show"], ["acceptance", "fit"]]
+            ["tree", "dynamic"], ["acceptance"], ["acceptance", "list"], ["acceptance", "show"], ["acceptance", "fit"],
+            ["acceptance", "verify"]]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=" ".join)

@@ -95,3 +95,14 @@ def test_bad_profile_file_names_file_and_field(run, tmp_path):
     path.write_text('name = "x"\nsource = "s"\ntag = "measured"\n[rank]\nprobs = [0.5, "a"]\n')
     result = run("tree", "expected", "--acceptance", str(path), "--tree", "chain:2")
     assert result.exit_code == 2 and f"{path}: field 'rank.probs[1]' = 'a': must be a finite number" in result.stderr
+
+
+def test_acceptance_verify_reproduces_t5(run):
+    out = json.loads(run("acceptance", "verify", "--target-probs", "0.4,0.3,0.2,0.1", "--draft-probs",
+                         "0.1,0.2,0.3,0.4", "--candidates", "4", "--json").stdout)
+    assert out["single_token_acceptance"] == pytest.approx(0.6)
+    assert out["rules"]["specinfer"]["total"] == pytest.approx(0.7912)
+    assert out["rules"]["sequoia"]["p_k"] == pytest.approx([0.6, 0.164286, 0.076012, 0.159702], abs=5e-7)
+    assert out["rules"]["sequoia"]["output_max_error"] < 1e-12
+    bad = run("acceptance", "verify", "--target-probs", "0.5,0.6", "--draft-probs", "0.5,0.5")
+    assert bad.exit_code == 2 and "summing to 1" in bad.stderr

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import click
 
-from dfvg_dse.acceptance import (AdaptRule, DuoRule, Eagle2Rule, check_round, fit_profile, simulate_adapt,
-                                 simulate_duodecoding, simulate_eagle2)
+from dfvg_dse.acceptance import (AdaptRule, DuoRule, Eagle2Rule, check_round, fit_profile, greedy_acceptance,
+                                 sequoia_acceptance, sequoia_output, simulate_adapt, simulate_duodecoding,
+                                 simulate_eagle2, single_token_acceptance, specinfer_acceptance, specinfer_output)
 from dfvg_dse.cli._base import catalog_of, cli, emit_json, emit_table
 from dfvg_dse.report import dynamic_record, profile_record, tree_record
-from dfvg_dse.specs import TreeSpec
+from dfvg_dse.specs import InputError, TreeSpec
 from dfvg_dse.tree import draw_tree, from_document, optimal_tree, parse_tree_spec
 
 ACCEPTANCE_HELP = "0.8 (i.i.d. alpha), 0.63,0.11,0.06 (rank vector), pair:NAME (see `acceptance list`) or a file."
@@ -197,3 +198,42 @@ def acceptance_fit(ctx: click.Context, trace: str, output: str, name: str | None
     else:
         click.echo(f"wrote {path}: {result.rounds} rounds, p_1 = {record['rank_probs'][0]:.4f} "
                    f"[{record['ci_low'][0]:.4f}, {record['ci_high'][0]:.4f}]")
+
+
+def _distribution(text: str, name: str) -> list[float]:
+    try:
+        values = [float(x) for x in text.split(",")]
+    except ValueError:
+        raise InputError(f"{name} {text!r}: expected probabilities like 0.4,0.3,0.3") from None
+    if any(not 0 <= v <= 1 for v in values) or abs(sum(values) - 1) > 1e-6 or len(values) > 12:
+        raise InputError(f"{name} {text!r}: needs at most 12 probabilities in [0, 1] summing to 1")
+    return values
+
+
+@acceptance.command("verify")
+@click.option("--target-probs", required=True, help="Target distribution P over a small vocabulary: 0.4,0.3,0.2,0.1.")
+@click.option("--draft-probs", required=True, help="Draft distribution Q over the same tokens.")
+@click.option("--candidates", type=click.IntRange(1, 12), default=1, show_default=True, help="Draft candidates k.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+def acceptance_verify(target_probs: str, draft_probs: str, candidates: int, as_json: bool) -> None:
+    """Exact per-candidate acceptance p_k of greedy, SpecInfer and Sequoia verification for P and Q,
+    and the largest deviation of each rule's output distribution from P (0 = lossless)."""
+    p, q = _distribution(target_probs, "--target-probs"), _distribution(draft_probs, "--draft-probs")
+    if len(p) != len(q):
+        raise InputError("--target-probs and --draft-probs need the same number of tokens")
+    k = min(candidates, len(q))
+    record = {"single_token_acceptance": single_token_acceptance(p, q), "candidates": k, "rules": {
+        "greedy": {"p_k": greedy_acceptance(p, q, k).tolist()},
+        "specinfer": {"p_k": specinfer_acceptance(p, q, k).tolist(),
+                      "output_max_error": float(max(abs(a - b) for a, b in zip(specinfer_output(p, q, k), p)))},
+        "sequoia": {"p_k": sequoia_acceptance(p, q, k).tolist(),
+                    "output_max_error": float(max(abs(a - b) for a, b in zip(sequoia_output(p, q, k), p)))}}}
+    for rule in record["rules"].values():
+        rule["total"] = sum(rule["p_k"])
+    if as_json:
+        emit_json(record)
+        return
+    click.echo(f"single-token acceptance sum min(P, Q) = {record['single_token_acceptance']:.6f}")
+    emit_table([[name, ", ".join(f"{x:.6f}" for x in r["p_k"]), f"{r['total']:.6f}",
+                 f"{r['output_max_error']:.1e}" if "output_max_error" in r else "(deterministic)"]
+                for name, r in record["rules"].items()], ["rule", "p_k", "total", "|output - P|"])
