@@ -25,55 +25,11 @@ simulation of the accepted length.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
-from dfvg_dse.specs import AcceptanceProfile, ConfidenceModel, InputError
-
-
-@dataclass(frozen=True)
-class AdaptRule:
-    """DFVG's hardware-aware dynamic drafting."""
-
-    threshold: float = 0.0  # tau: keep candidates with confidence above it
-    temperature: float = 0.0  # T of the Gumbel top-k; 0 = deterministic top-k
-    k_max: int = 8  # per-level cap: a multiple of the FPGA's parallel lanes
-    budget: int = 32  # B: draft tokens per round
-    min_depth: int = 1  # D_min = ceil(T_verify / T_draft_step)
-    max_depth: int = 16
-
-    def __post_init__(self) -> None:
-        if not (0 <= self.threshold < 1 and self.temperature >= 0 and 1 <= self.k_max and 1 <= self.budget
-                and 1 <= self.min_depth <= self.max_depth):
-            raise InputError(f"adapt rule {self}: need 0 <= tau < 1, T >= 0, k_max, budget >= 1, "
-                             "1 <= min_depth <= max_depth")
-
-
-@dataclass(frozen=True)
-class Eagle2Rule:
-    """EAGLE-2's expand-then-rerank dynamic tree (code defaults: total 60, depth 7, top-k 10)."""
-
-    top_k: int = 10
-    depth: int = 6
-    total_tokens: int = 60  # verified tokens including the root
-
-    def __post_init__(self) -> None:
-        if not (self.top_k >= 1 and self.depth >= 1 and self.total_tokens >= 2):
-            raise InputError(f"eagle-2 rule {self}: need top_k, depth >= 1 and total_tokens >= 2")
-
-
-@dataclass(frozen=True)
-class DuoRule:
-    """DuoDecoding's k-sequence rule with gamma draft tokens per round."""
-
-    gamma: int = 24
-    top: int = 8
-
-    def __post_init__(self) -> None:
-        if self.gamma < 1 or self.top < 2:
-            raise InputError(f"duodecoding rule {self}: need gamma >= 1 and top >= 2")
+from dfvg_dse.specs import AcceptanceProfile, AdaptRule, ConfidenceModel, DuoRule, Eagle2Rule
 
 
 def duo_sequences(first_probs, second_prob: float, gamma: int) -> int:
@@ -104,6 +60,9 @@ class DynamicEstimate(NamedTuple):
     simulated_standard_error: float
     method: str  # "exact" or "monte-carlo"
     rounds: int
+    round_expected: np.ndarray  # per round: F given that round's confidences
+    round_tokens: np.ndarray  # per round: sampled accepted tokens + 1
+    round_widths: np.ndarray  # (rounds, levels): drafted nodes per level in each round
 
 
 def _confidences(profile: AcceptanceProfile, ranks: int) -> tuple[ConfidenceModel | None, np.ndarray]:
@@ -186,7 +145,7 @@ def simulate_adapt(profile: AcceptanceProfile, rule: AdaptRule, rounds: int = 20
         f += level.acc.sum(axis=1)
         tokens += level.path.sum(axis=1)
         budget -= count
-        widths.append(count.mean())
+        widths.append(count)
         deepest = np.where(count > 0, depth, deepest)
     return _estimate(f, tokens, widths, deepest, exact)
 
@@ -216,7 +175,7 @@ def simulate_eagle2(profile: AcceptanceProfile, rule: Eagle2Rule, rounds: int = 
     f = 1.0 + np.where(kept, _gather(acc, idx), 0.0).sum(axis=1)
     tokens = 1.0 + (kept & _gather(path, idx)).sum(axis=1)
     chosen_depth = np.where(kept, _gather(depth_of, idx), 0)
-    widths = [(chosen_depth == d).sum(axis=1).mean() for d in range(1, rule.depth + 1)]
+    widths = [(chosen_depth == d).sum(axis=1) for d in range(1, rule.depth + 1)]
     return _estimate(f, tokens, widths, chosen_depth.max(axis=1), exact)
 
 
@@ -236,24 +195,26 @@ def simulate_duodecoding(profile: AcceptanceProfile, rule: DuoRule, rounds: int 
     chains = _Level(np.where(np.arange(logp.shape[1]) < k[:, None], logp, -np.inf), acc, path)
     f += np.where(np.isfinite(chains.logp), chains.acc, 0.0).sum(axis=1)
     tokens += (np.isfinite(chains.logp) & chains.path).sum(axis=1)
-    widths = [k.mean()]
+    widths = [k]
     for step in range(2, int(length.max()) + 1):
         c_logp, c_acc, c_path, _ = _children(chains, step, model, fixed, 1, rng)  # greedy continuation
         live = np.isfinite(c_logp) & (step <= length[:, None])
         chains = _Level(np.where(live, c_logp, -np.inf), np.where(live, c_acc, 0.0), live & c_path)
         f += chains.acc.sum(axis=1)
         tokens += chains.path.sum(axis=1)
-        widths.append(live.sum(axis=1).mean())
+        widths.append(live.sum(axis=1))
     return _estimate(f, tokens, widths, length.astype(float), exact)
 
 
 def _estimate(f, tokens, widths, deepest, exact: bool) -> DynamicEstimate:
     n = len(f)
     se = lambda a: 0.0 if n < 2 else float(np.std(a, ddof=1) / math.sqrt(n))  # noqa: E731
-    widths = np.asarray(widths, dtype=float)
-    return DynamicEstimate(float(np.mean(f)), 0.0 if exact else se(f), widths, float(widths.sum()),
+    per_round = np.stack(widths, axis=1).astype(float) if widths else np.zeros((n, 0))
+    mean_widths = per_round.mean(axis=0)
+    return DynamicEstimate(float(np.mean(f)), 0.0 if exact else se(f), mean_widths, float(mean_widths.sum()),
                            float(np.mean(deepest)), float(np.mean(tokens)), se(tokens),
-                           "exact" if exact else "monte-carlo", n)
+                           "exact" if exact else "monte-carlo", n, np.asarray(f, float), np.asarray(tokens, float),
+                           per_round)
 
 
 def min_depth_for_windows(verify_time_s: float, draft_step_time_s: float) -> int:

@@ -178,7 +178,7 @@ def profile_record(profile, document: dict) -> dict:
 
 def dynamic_record(estimate, rule: str) -> dict:
     """A dynamic-drafting estimate as JSON-ready numbers."""
-    record = estimate._asdict()
+    record = {k: v for k, v in estimate._asdict().items() if not k.startswith("round_")}
     record["nodes_per_level"] = [float(x) for x in estimate.nodes_per_level]
     record["rule"] = rule
     return record

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dfvg_dse.specs.hardware import SpecError
+from dfvg_dse.specs.hardware import InputError, SpecError
 
 @dataclass(frozen=True)
 class TreeSpec:
@@ -163,3 +163,46 @@ class AcceptanceProfile:
             row = rows[min(d, len(rows) - 1)]
             out[d, :min(width, len(row))] = row[:width]
         return out
+
+
+@dataclass(frozen=True)
+class AdaptRule:
+    """DFVG's hardware-aware dynamic drafting."""
+
+    threshold: float = 0.0  # tau: keep candidates with confidence above it
+    temperature: float = 0.0  # T of the Gumbel top-k; 0 = deterministic top-k
+    k_max: int = 8  # per-level cap: a multiple of the FPGA's parallel lanes
+    budget: int = 32  # B: draft tokens per round
+    min_depth: int = 1  # D_min = ceil(T_verify / T_draft_step)
+    max_depth: int = 16
+
+    def __post_init__(self) -> None:
+        if not (0 <= self.threshold < 1 and self.temperature >= 0 and 1 <= self.k_max and 1 <= self.budget
+                and 1 <= self.min_depth <= self.max_depth):
+            raise InputError(f"adapt rule {self}: need 0 <= tau < 1, T >= 0, k_max, budget >= 1, "
+                             "1 <= min_depth <= max_depth")
+
+
+@dataclass(frozen=True)
+class Eagle2Rule:
+    """EAGLE-2's expand-then-rerank dynamic tree (code defaults: total 60, depth 7, top-k 10)."""
+
+    top_k: int = 10
+    depth: int = 6
+    total_tokens: int = 60  # verified tokens including the root
+
+    def __post_init__(self) -> None:
+        if not (self.top_k >= 1 and self.depth >= 1 and self.total_tokens >= 2):
+            raise InputError(f"eagle-2 rule {self}: need top_k, depth >= 1 and total_tokens >= 2")
+
+
+@dataclass(frozen=True)
+class DuoRule:
+    """DuoDecoding's k-sequence rule with gamma draft tokens per round."""
+
+    gamma: int = 24
+    top: int = 8
+
+    def __post_init__(self) -> None:
+        if self.gamma < 1 or self.top < 2:
+            raise InputError(f"duodecoding rule {self}: need gamma >= 1 and top >= 2")
