@@ -5,7 +5,8 @@ Rules:
   the frontier whose confidence exceeds tau, score them by path probability P_cum (product of
   confidences), and keep k_i = min(k_max, |candidates|, budget left) of them by Gumbel top-k on
   log P_cum / T (T = 0: plain top-k). Depth is at least D_min = ceil(T_verify / T_draft_step):
-  a level with no candidate above tau still keeps its single best child until D_min is reached.
+  a level with no candidate above tau still keeps its single best child until D_min is reached, and
+  the budget keeps one node for every level still owed to D_min.
 - EAGLE-2 (Li et al., arXiv 2406.16858): expand the top_k frontier nodes by their top_k children,
   keep the top_k of the top_k^2 by path score as the next frontier, `depth` times; then rerank every
   candidate and keep the best total_tokens - 1 (a child never outscores its parent, so the result
@@ -135,7 +136,10 @@ def simulate_adapt(profile: AcceptanceProfile, rule: AdaptRule, rounds: int = 20
         eligible |= forced[:, None] & np.isfinite(logp)  # D_min: keep drafting below the threshold
         keys = logp / rule.temperature + rng.gumbel(size=logp.shape) if rule.temperature > 0 else logp.copy()
         keys = np.where(eligible, keys, -np.inf)
-        count = np.minimum.reduce([np.full(rounds, rule.k_max), eligible.sum(axis=1), budget])
+        # keep one node for every level still owed to D_min: the depth constraint binds the budget
+        reserve = max(0, min(rule.min_depth, rule.max_depth) - depth)
+        count = np.minimum.reduce([np.full(rounds, rule.k_max), eligible.sum(axis=1), np.maximum(budget - reserve, 1)])
+        count = np.minimum(count, budget)
         count = np.where(forced, np.minimum(count, 1), count)
         if not count.any():
             break

@@ -206,3 +206,53 @@ class DuoRule:
     def __post_init__(self) -> None:
         if self.gamma < 1 or self.top < 2:
             raise InputError(f"duodecoding rule {self}: need gamma >= 1 and top >= 2")
+
+
+SCHEDULES = ("ar", "sequential", "overlap")
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """One decoding design: which models run where, which tree, which schedule (model.md §6).
+
+    `system.draft` drafts and `system.verify` verifies (the same device for single-device
+    speculative decoding; then `system.link` is None). A static `tree` (a chain is a tree) or a
+    `dynamic` rule shapes each round; `schedule` is `ar` (target alone), `sequential` (draft, send,
+    verify, send back) or `overlap` (the drafter drafts the next tree on the predicted outcome while
+    the verifier works; a miss is redrafted). `gpu_fill` is DFVG's rule that the verifier decodes
+    forward by itself while it waits for a draft.
+    """
+
+    target: object  # ModelSpec
+    system: object  # SystemSpec
+    draft: object = None  # ModelSpec; None for AR
+    acceptance: AcceptanceProfile | None = None
+    tree: TreeSpec | None = None
+    dynamic: object = None  # AdaptRule | Eagle2Rule | DuoRule
+    schedule: str = "sequential"
+    gpu_fill: bool = False
+    batch: int = 1
+    context: int = 512
+    attention_efficiency: float = 1.0  # tree attention vs dense: 1 = TreeSort blocks, < 1 = sparse mask
+    record_bytes: int = 16  # per draft token (DFVG: 4 B id, 4 B confidence, 8 B alignment)
+    send_draft_probs: bool = False  # stochastic verification ships Q over the vocabulary, fp16
+    sync_s: float = 0.0  # host synchronisation per round on host-staged links
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if self.schedule not in SCHEDULES:
+            raise SpecError("schedule", self.schedule, f"allowed: {', '.join(SCHEDULES)}")
+        if self.schedule != "ar":
+            if self.draft is None or self.acceptance is None:
+                raise SpecError("draft", None, "speculative schedules need a draft model and an acceptance profile")
+            if (self.tree is None) == (self.dynamic is None):
+                raise SpecError("tree", None, "give either a static tree or a dynamic rule")
+        for name in ("batch", "record_bytes"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise SpecError(name, getattr(self, name), "must be a positive integer")
+        if not isinstance(self.context, int) or self.context < 0:
+            raise SpecError("context", self.context, "must be an integer >= 0")
+        if not 0 < self.attention_efficiency <= 1:
+            raise SpecError("attention_efficiency", self.attention_efficiency, "must be in (0, 1]")
+        if self.sync_s < 0:
+            raise SpecError("sync_s", self.sync_s, "must be >= 0")

@@ -34,7 +34,8 @@ def direct_adapt(rule: AdaptRule, rounds: int, seed: int) -> float:
             eligible = [c for c in candidates if c[2] > rule.threshold]
             if not eligible and depth <= rule.min_depth:
                 eligible = [max(candidates)]
-            k = min(rule.k_max, len(eligible), budget)
+            reserve = max(0, min(rule.min_depth, rule.max_depth) - depth)  # one node per level owed to D_min
+            k = min(rule.k_max, len(eligible), max(budget - reserve, 1), budget)
             if k == 0:
                 break
             chosen = heapq.nlargest(k, eligible, key=lambda c: c[0])
@@ -83,6 +84,12 @@ def test_adapt_with_a_rank_vector_is_exact_and_equals_f_of_its_tree():
     assert est.expected_tokens == pytest.approx(expected_tokens(tree, profile))
     assert list(est.nodes_per_level) == [2, 2, 1]
     assert est.simulated_tokens == pytest.approx(est.expected_tokens, abs=4 * est.simulated_standard_error)
+
+
+def test_min_depth_reserves_budget_for_deep_levels():
+    est = simulate_adapt(PROFILE, AdaptRule(0.0, 0.0, 8, 20, 6, 10), rounds=500, seed=6)
+    assert est.expected_depth == pytest.approx(6) and est.expected_nodes == pytest.approx(20)
+    assert list(est.nodes_per_level) == [5, 8, 4, 1, 1, 1]  # 5 ranks at the root; 3 nodes kept for levels 4-6
 
 
 def test_min_depth_forces_drafting_below_the_threshold():

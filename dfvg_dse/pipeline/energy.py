@@ -1,0 +1,52 @@
+"""Energy and cost per token (model.md §7): power x busy time + idle power x idle time + link bits.
+
+Every device in the design draws its decode power while busy and its idle power for the rest of
+the cycle; one device that drafts and verifies is busy for both. J/token = energy per cycle /
+tokens per cycle. The AR baseline is the target alone on the verify device, busy all the time;
+`ar_devices` = 2 reproduces the DFVG paper's baselines, which ran on two GPUs. Host CPU power is
+not modelled. $ per million tokens uses each device's price per hour when every device has one.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from dfvg_dse.pipeline.rounds import StageTimes
+from dfvg_dse.pipeline.schedule import Timeline
+from dfvg_dse.specs import DecodeConfig
+
+
+class EnergyEstimate(NamedTuple):
+    j_per_token: float
+    tokens_per_j: float
+    ar_j_per_token: float
+    energy_efficiency_vs_ar: float  # (tokens/J) / (tokens/J of AR on one verify device)
+    energy_efficiency_vs_ar_2dev: float  # against an AR baseline that powers two such devices
+    draft_energy_j: float  # per cycle
+    verify_energy_j: float
+    link_energy_j: float
+    usd_per_mtoken: float | None
+
+
+def _device_energy(power_w: float, idle_w: float, busy_s: float, cycle_s: float) -> float:
+    return power_w * busy_s + idle_w * max(0.0, cycle_s - busy_s)
+
+
+def energy(config: DecodeConfig, times: StageTimes, line: Timeline) -> EnergyEstimate:
+    """Energy per token of a design and of its AR baseline."""
+    draft, verify = config.system.draft, config.system.verify
+    cycle = line.cycle_s
+    if config.schedule == "ar" or draft.name == verify.name:
+        busy = min(cycle, line.draft_busy_s + line.verify_busy_s)
+        e_verify, e_draft = _device_energy(verify.decode_power_w, verify.idle_power_w, busy, cycle), 0.0
+    else:
+        e_draft = _device_energy(draft.decode_power_w, draft.idle_power_w, line.draft_busy_s, cycle)
+        e_verify = _device_energy(verify.decode_power_w, verify.idle_power_w, line.verify_busy_s, cycle)
+    total = e_draft + e_verify + times.link_energy_j
+    j_per_token = total / line.tokens
+    ar_j = verify.decode_power_w * times.ar_step_s / config.batch
+    devices = [verify] if config.schedule == "ar" or draft.name == verify.name else [draft, verify]
+    prices = [d.price_usd_per_s for d in devices]
+    usd = None if any(p is None for p in prices) else sum(prices) * cycle / line.tokens * 1e6
+    return EnergyEstimate(j_per_token, 1.0 / j_per_token, ar_j, ar_j / j_per_token, 2 * ar_j / j_per_token,
+                          e_draft, e_verify, times.link_energy_j, usd)

@@ -1,0 +1,70 @@
+"""`estimate`: one design in, one record of tokens/s, J/token, stages, link and energy out."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from dfvg_dse.pipeline.energy import EnergyEstimate, energy
+from dfvg_dse.pipeline.schedule import expected_round, feasibility
+from dfvg_dse.specs import DecodeConfig
+
+
+class Estimate(NamedTuple):
+    """The expected behaviour of one design. When `feasible` is false only `reason` is set."""
+
+    name: str
+    schedule: str
+    feasible: bool
+    reason: str
+    tokens_per_s: float | None = None  # all sequences of the batch
+    expected_tokens_per_round: float | None = None  # per sequence, bonus included
+    round_time_s: float | None = None
+    speedup_vs_ar: float | None = None
+    ar_tokens_per_s: float | None = None
+    hit_probability: float | None = None
+    stages: dict | None = None
+    link: dict | None = None
+    energy: EnergyEstimate | None = None
+    draft_nodes_per_round: float | None = None
+    level_widths: list | None = None
+    wasted_draft_fraction: float | None = None
+    fill_tokens_per_round: float | None = None
+    exact: bool | None = None  # false when the round shape came from Monte Carlo
+
+
+def estimate(config: DecodeConfig, baseline_ar_tokens_per_s: float | None = None, rounds: int = 20000,
+             seed: int = 0) -> Estimate:
+    """Expected tokens/s and energy of a design; speedups against AR on the verify device unless a
+    baseline (tokens/s) is given."""
+    reason = feasibility(config, None)
+    if reason:
+        return Estimate(config.name, config.schedule, False, reason)
+    shape, times, line = expected_round(config, rounds, seed)
+    reason = feasibility(config, shape)
+    if reason:
+        return Estimate(config.name, config.schedule, False, reason)
+    tokens_per_s = line.tokens / line.cycle_s
+    ar = config.batch / times.ar_step_s
+    power = energy(config, times, line)
+    link = None
+    if config.system.link is not None and config.schedule != "ar":
+        link_s = times.down_s + times.up_s + times.sync_s
+        link = {"name": config.system.link.name, "down_bytes": times.down_bytes, "up_bytes": times.up_bytes,
+                "down_time_s": times.down_s, "up_time_s": times.up_s, "sync_time_s": times.sync_s,
+                "time_s": link_s, "bound": times.link_bound, "share_of_round": link_s / line.cycle_s,
+                "energy_j": times.link_energy_j}
+    stages = {"verify": {"device": config.system.verify.name, "time_s": times.verify_s or times.ar_step_s,
+                         "bound": times.verify_bound if config.schedule != "ar" else times.ar_bound,
+                         "busy_fraction": min(1.0, line.verify_busy_s / line.cycle_s)}}
+    if config.schedule != "ar":
+        stages["draft"] = {"device": config.system.draft.name, "time_s": times.draft_s, "bound": times.draft_bound,
+                           "busy_fraction": min(1.0, line.draft_busy_s / line.cycle_s)}
+    return Estimate(
+        name=config.name, schedule=config.schedule, feasible=True, reason="", tokens_per_s=tokens_per_s,
+        expected_tokens_per_round=shape.expected_tokens if shape else 1.0, round_time_s=line.cycle_s,
+        speedup_vs_ar=tokens_per_s / (baseline_ar_tokens_per_s or ar), ar_tokens_per_s=baseline_ar_tokens_per_s or ar,
+        hit_probability=shape.hit_probability if shape else None, stages=stages, link=link, energy=power,
+        draft_nodes_per_round=float(shape.widths.sum()) if shape else 0.0,
+        level_widths=[float(w) for w in shape.widths] if shape else [],
+        wasted_draft_fraction=line.wasted_draft_s / line.draft_busy_s if line.draft_busy_s else 0.0,
+        fill_tokens_per_round=line.fill_tokens, exact=shape.exact if shape else True)
