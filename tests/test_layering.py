@@ -17,6 +17,8 @@ ALLOWED = {
     "costs.*": {"units", "specs"},
     "acceptance.*": {"units", "specs"},
     "tree.*": {"units", "specs", "acceptance"},
+    "pipeline.*": {"units", "specs", "costs", "acceptance", "tree"},
+    "sim": {"units", "specs", "costs", "acceptance"},
     "report.*": {"units", "specs", "costs", "acceptance", "tree"},
     "cli.*": {"units", "specs", "catalog", "report", "acceptance", "tree", "__init__"},
     "__init__": {"units", "specs", "catalog"},

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
+
 from dfvg_dse.pipeline.energy import EnergyEstimate, energy
 from dfvg_dse.pipeline.schedule import expected_round, feasibility
 from dfvg_dse.specs import DecodeConfig
@@ -48,16 +50,19 @@ def estimate(config: DecodeConfig, baseline_ar_tokens_per_s: float | None = None
     power = energy(config, times, line)
     link = None
     if config.system.link is not None and config.schedule != "ar":
-        link_s = times.down_s + times.up_s + times.sync_s
+        down_s, up_s = float(np.mean(times.down_s)), float(np.mean(times.up_s))
+        link_s = down_s + up_s + times.sync_s
         link = {"name": config.system.link.name, "down_bytes": times.down_bytes, "up_bytes": times.up_bytes,
-                "down_time_s": times.down_s, "up_time_s": times.up_s, "sync_time_s": times.sync_s,
+                "down_time_s": down_s, "up_time_s": up_s, "sync_time_s": times.sync_s,
                 "time_s": link_s, "bound": times.link_bound, "share_of_round": link_s / line.cycle_s,
                 "energy_j": times.link_energy_j}
-    stages = {"verify": {"device": config.system.verify.name, "time_s": times.verify_s or times.ar_step_s,
+    verify_s = float(np.mean(times.verify_s)) if config.schedule != "ar" else times.ar_step_s
+    stages = {"verify": {"device": config.system.verify.name, "time_s": verify_s,
                          "bound": times.verify_bound if config.schedule != "ar" else times.ar_bound,
                          "busy_fraction": min(1.0, line.verify_busy_s / line.cycle_s)}}
     if config.schedule != "ar":
-        stages["draft"] = {"device": config.system.draft.name, "time_s": times.draft_s, "bound": times.draft_bound,
+        stages["draft"] = {"device": config.system.draft.name, "time_s": float(np.mean(times.draft_s)),
+                           "bound": times.draft_bound,
                            "busy_fraction": min(1.0, line.draft_busy_s / line.cycle_s)}
     return Estimate(
         name=config.name, schedule=config.schedule, feasible=True, reason="", tokens_per_s=tokens_per_s,

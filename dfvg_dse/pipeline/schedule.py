@@ -38,7 +38,11 @@ class Timeline(NamedTuple):
 
 
 def timeline(config: DecodeConfig, shape: RoundShape, times: StageTimes) -> Timeline:
-    """Combine stage times into one expected cycle for the config's schedule."""
+    """Combine stage times into one expected cycle for the config's schedule.
+
+    Expectations run over the shape's samples (one for a static tree); in the overlap schedule the
+    next tree's draft time is paired with another sample's verify window, as rounds are independent.
+    """
     b = config.batch
     if config.schedule == "ar":
         return Timeline(times.ar_step_s, float(b), 0.0, times.ar_step_s, 0.0, 0.0, 0.0, 0.0)
@@ -46,14 +50,15 @@ def timeline(config: DecodeConfig, shape: RoundShape, times: StageTimes) -> Time
     link = times.down_s + times.up_s + times.sync_s
     tokens = b * shape.expected_tokens
     if config.schedule == "sequential":
-        cycle = d + link + v
-        return Timeline(cycle, tokens, d, v, link, 0.0, 0.0, 0.0)
-    h, t_v = shape.hit_probability, link + v
-    cycle = h * max(d, t_v) + (1.0 - h) * (t_v + d)
-    wasted = (1.0 - h) * min(d, t_v)
-    fill = max(0.0, cycle - v) if config.gpu_fill else 0.0
+        return Timeline(float(np.mean(d + link + v)), tokens, float(np.mean(d)), float(np.mean(v)),
+                        float(np.mean(link)), 0.0, 0.0, 0.0)
+    h, t_v, d_next = shape.hit_probability, link + v, np.roll(d, 1)
+    cycle = float(np.mean(h * np.maximum(d_next, t_v) + (1.0 - h) * (t_v + d_next)))
+    wasted = float(np.mean((1.0 - h) * np.minimum(d_next, t_v)))
+    fill = max(0.0, cycle - float(np.mean(v))) if config.gpu_fill else 0.0
     fill_tokens = b * fill / times.ar_step_s
-    return Timeline(cycle, tokens + fill_tokens, d + wasted, v + fill, link, wasted, fill, fill_tokens)
+    return Timeline(cycle, tokens + fill_tokens, float(np.mean(d)) + wasted, float(np.mean(v)) + fill,
+                    float(np.mean(link)), wasted, fill, fill_tokens)
 
 
 def feasibility(config: DecodeConfig, shape: RoundShape | None) -> str:
@@ -87,6 +92,6 @@ def feasibility(config: DecodeConfig, shape: RoundShape | None) -> str:
 def expected_round(config: DecodeConfig, rounds: int = 20000, seed: int = 0):
     """(shape, stage times, timeline) of a feasible config; shape is None for AR."""
     shape = None if config.schedule == "ar" else round_shape(config, rounds, seed)
-    empty = RoundShape(np.zeros(0), 1.0, 1.0, 0.0, True, None)
+    empty = RoundShape(np.zeros(0), 1.0, 0.0, True, np.zeros((1, 0)), np.ones(1))
     times = stage_times(config, shape or empty)
     return shape, times, timeline(config, shape or empty, times)

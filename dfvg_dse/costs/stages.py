@@ -1,0 +1,44 @@
+"""Stage costs of one speculative round, shared by the closed-form pipeline and the simulator.
+
+Draft time D = sum over levels i = 0..depth-1 of one draft forward over the w_i nodes of level i
+(w_0 = 1, the root): drafting level i + 1 runs the draft model on level i. Verify time V is one
+target forward over the root and every draft node, with the tree's ancestor pairs for attention.
+Link bytes: `record_bytes` per draft token down (plus Q over the vocabulary in fp16 when
+verification is stochastic) and one record per accepted token up.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dfvg_dse.costs.forward import device_forward_cost
+from dfvg_dse.costs.processor import processor_forward_cost
+from dfvg_dse.costs.roofline import ForwardCost
+from dfvg_dse.specs import DeviceSpec, ModelSpec
+
+
+def tree_draft_time_s(model: ModelSpec, device: DeviceSpec, widths, context: int, batch: int = 1):
+    """Draft time of rounds with level widths `widths` (..., levels); returns (seconds, bound of step 0)."""
+    widths = np.atleast_1d(np.asarray(widths, dtype=float))
+    if widths.shape[-1] == 0:
+        return np.zeros(widths.shape[:-1]), np.array("memory")
+    frontier = np.concatenate([np.ones(widths.shape[:-1] + (1,)), widths[..., :-1]], axis=-1)  # w_0 .. w_{D-1}
+    live = frontier > 0
+    cost = device_forward_cost(model, device, np.where(live, frontier, 1.0), context + np.arange(frontier.shape[-1]),
+                               batch)
+    return np.where(live, cost.time_s, 0.0).sum(axis=-1), cost.bound_name[..., 0]
+
+
+def tree_verify_cost(model: ModelSpec, device: DeviceSpec, draft_nodes, tree_pairs, context: int, batch: int = 1,
+                     attention_efficiency: float = 1.0) -> ForwardCost:
+    """One target forward over the root and `draft_nodes` draft tokens (GPU or CPU verifier)."""
+    return processor_forward_cost(model, device, 1.0 + np.asarray(draft_nodes, dtype=float), context, batch,
+                                  tree_pairs, attention_efficiency)
+
+
+def round_link_bytes(draft_nodes, accepted_tokens, record_bytes: int, batch: int = 1,
+                     draft_vocab: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes down (records, plus fp16 Q over `draft_vocab` tokens if nonzero) and up (the verdict)."""
+    per_token = record_bytes + 2.0 * draft_vocab
+    return (batch * np.asarray(draft_nodes, dtype=float) * per_token,
+            batch * np.asarray(accepted_tokens, dtype=float) * record_bytes)
