@@ -21,7 +21,7 @@ def run():
 COMMANDS = [[], ["hw"], ["hw", "list"], ["hw", "show"], ["models"], ["models", "list"], ["models", "show"],
             ["models", "import"], ["cost"], ["tree"], ["tree", "expected"], ["tree", "optimize"], ["tree", "show"],
             ["tree", "dynamic"], ["acceptance"], ["acceptance", "list"], ["acceptance", "show"], ["acceptance", "fit"],
-            ["acceptance", "verify"]]
+            ["acceptance", "verify"], ["estimate"], ["compare"], ["sensitivity"]]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=" ".join)

@@ -19,8 +19,8 @@ ALLOWED = {
     "tree.*": {"units", "specs", "acceptance"},
     "pipeline.*": {"units", "specs", "costs", "acceptance", "tree"},
     "sim": {"units", "specs", "costs", "acceptance"},
-    "report.*": {"units", "specs", "costs", "acceptance", "tree"},
-    "cli.*": {"units", "specs", "catalog", "report", "acceptance", "tree", "__init__"},
+    "report.*": {"units", "specs", "costs", "acceptance", "tree", "pipeline", "sim"},
+    "cli.*": {"units", "specs", "catalog", "report", "acceptance", "tree", "pipeline", "sim", "__init__"},
     "__init__": {"units", "specs", "catalog"},
     "__main__": {"cli"},
 }

@@ -182,3 +182,32 @@ def dynamic_record(estimate, rule: str) -> dict:
     record["nodes_per_level"] = [float(x) for x in estimate.nodes_per_level]
     record["rule"] = rule
     return record
+
+
+def estimate_record(est) -> dict:
+    """A pipeline Estimate as JSON-ready numbers (keys carry units)."""
+    record = {"name": est.name, "schedule": est.schedule, "feasible": est.feasible, "reason": est.reason}
+    if not est.feasible:
+        return record
+    e = est.energy
+    record.update({
+        "tokens_per_s": est.tokens_per_s, "j_per_token": e.j_per_token, "tokens_per_j": e.tokens_per_j,
+        "expected_tokens_per_round": est.expected_tokens_per_round, "round_time_s": est.round_time_s,
+        "speedup_vs_ar": est.speedup_vs_ar, "ar_tokens_per_s": est.ar_tokens_per_s,
+        "energy_efficiency_vs_ar": e.energy_efficiency_vs_ar,
+        "energy_efficiency_vs_ar_2dev": e.energy_efficiency_vs_ar_2dev, "ar_j_per_token": e.ar_j_per_token,
+        "usd_per_mtoken": e.usd_per_mtoken, "hit_probability": est.hit_probability, "stages": est.stages,
+        "link": est.link, "draft_nodes_per_round": est.draft_nodes_per_round, "level_widths": est.level_widths,
+        "wasted_draft_fraction": est.wasted_draft_fraction, "fill_tokens_per_round": est.fill_tokens_per_round,
+        "exact": est.exact,
+        "energy": {"draft_j_per_round": e.draft_energy_j, "verify_j_per_round": e.verify_energy_j,
+                   "link_j_per_round": e.link_energy_j},
+    })
+    return record
+
+
+def simulation_record(sim, closed_tokens_per_s: float) -> dict:
+    """A simulator result and its difference from the closed form."""
+    record = sim._asdict()
+    record["relative_error_tokens_per_s"] = sim.tokens_per_s / closed_tokens_per_s - 1.0
+    return record

@@ -1,0 +1,298 @@
+"""Commands on whole designs: estimate, compare (scenarios, ablation, the DFVG paper preset), sensitivity."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import click
+
+from dfvg_dse.catalog import Catalog
+from dfvg_dse.cli._base import catalog_of, cli, emit_json, emit_table
+from dfvg_dse.pipeline import estimate
+from dfvg_dse.pipeline.presets import PRESETS
+from dfvg_dse.pipeline.scenarios import Setup, adapt_rule, compare
+from dfvg_dse.pipeline.sensitivity import VARIES, sweep
+from dfvg_dse.report import estimate_record, simulation_record
+from dfvg_dse.report.plots import plot_compare, plot_sweep
+from dfvg_dse.sim import simulate
+from dfvg_dse.specs import AdaptRule, DecodeConfig, DuoRule, Eagle2Rule, InputError, SystemSpec
+from dfvg_dse.tree import best_tree_for_round_time, from_document, parse_tree_spec
+from dfvg_dse.units import DTYPE_BYTES
+
+
+def _link_between(catalog: Catalog, draft, verify, name: str | None):
+    if draft.name == verify.name:
+        if name:
+            raise InputError(f"--link {name}: draft and verify share '{verify.name}'; no link is used")
+        return None
+    name = name or draft.host_link or verify.host_link
+    if name is None:
+        raise InputError(f"--link: neither '{draft.name}' nor '{verify.name}' names a host link; pass --link")
+    return catalog.link(name)
+
+
+def _draft_model(catalog: Catalog, name: str, dtype: str | None, target):
+    model = catalog.model(name)
+    # A draft checkpoint saved in fp32 (JackFram, double7) still decodes in the target's half precision.
+    default = target.weight_dtype if model.weight_dtype in ("float32", "fp32") else None
+    return model.with_dtypes(dtype or default, dtype or default)
+
+
+@cli.command("estimate")
+@click.option("--target", required=True, help="Target model (see `models list`).")
+@click.option("--draft", help="Draft model [required unless --schedule ar].")
+@click.option("--draft-device", help="Where the draft runs [default: the verify device].")
+@click.option("--verify-device", required=True, help="Where the target verifies (a GPU or CPU).")
+@click.option("--link", "link_name", help="Link between the devices [default: the draft device's host link].")
+@click.option("--acceptance", "acceptance_spec", help="Acceptance SPEC [default: pair:TARGET/DRAFT].")
+@click.option("--tree", "tree_spec", help="A static tree SPEC (chain:4, seq:2x4, ...).")
+@click.option("--dynamic", type=click.Choice(["adapt", "eagle2", "duodecoding"]), help="A dynamic drafting rule.")
+@click.option("--threshold", type=float, default=0.05, show_default=True, help="adapt: tau.")
+@click.option("--temperature", type=float, default=0.0, show_default=True, help="adapt: Gumbel temperature.")
+@click.option("--k-max", type=int, help="adapt: per-level cap [default: min(16, lanes) on an FPGA, else 16].")
+@click.option("--budget", type=click.IntRange(1, 512), default=64, show_default=True,
+              help="adapt / optimal tree: draft tokens per round.")
+@click.option("--min-depth", type=int, help="adapt: D_min [default: ceil(T_verify / T_draft_step)].")
+@click.option("--max-depth", type=click.IntRange(1, 64), default=16, show_default=True)
+@click.option("--top-k", type=int, default=10, show_default=True, help="eagle2: top_k.")
+@click.option("--total-tokens", type=int, default=60, show_default=True, help="eagle2: verified tokens.")
+@click.option("--gamma", type=int, default=24, show_default=True, help="duodecoding: draft tokens per round.")
+@click.option("--schedule", type=click.Choice(["ar", "sequential", "overlap"]), default="sequential", show_default=True)
+@click.option("--gpu-fill", is_flag=True, help="overlap: the verifier decodes forward while it waits (DFVG).")
+@click.option("--batch", type=click.IntRange(1, 4096), default=1, show_default=True)
+@click.option("--context", type=click.IntRange(0, 10**7), default=512, show_default=True)
+@click.option("--target-dtype", type=click.Choice(list(DTYPE_BYTES)))
+@click.option("--draft-dtype", type=click.Choice(list(DTYPE_BYTES)),
+              help="[default: the checkpoint's, or the target's when the draft was saved in fp32]")
+@click.option("--attention-efficiency", type=click.FloatRange(0, 1, min_open=True), default=1.0, show_default=True,
+              help="Tree attention vs dense (1 = TreeSort blocks, 0.5 = a sparse mask).")
+@click.option("--stochastic", is_flag=True, help="Ship draft probabilities for stochastic verification.")
+@click.option("--sync-us", type=click.FloatRange(0), help="Host sync per round on host-staged links [default: hwdb].")
+@click.option("--simulate", "run_sim", is_flag=True, help="Also run the discrete-event simulator.")
+@click.option("--rounds", type=click.IntRange(100, 10**6), default=20000, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+@click.pass_context
+def estimate_cmd(ctx, target, draft, draft_device, verify_device, link_name, acceptance_spec, tree_spec, dynamic,
+                 threshold, temperature, k_max, budget, min_depth, max_depth, top_k, total_tokens, gamma, schedule,
+                 gpu_fill, batch, context, target_dtype, draft_dtype, attention_efficiency, stochastic, sync_us,
+                 run_sim, rounds, seed, as_json):
+    """Tokens/s, J/token and stage breakdown of one design (tree or dynamic rule, placement, schedule)."""
+    catalog = catalog_of(ctx)
+    target_model = catalog.model(target).with_dtypes(target_dtype, target_dtype)
+    verify = catalog.device(verify_device)
+    drafter = catalog.device(draft_device) if draft_device else verify
+    sync_s = catalog.defaults().sync_per_round_s if sync_us is None else sync_us * 1e-6
+    if schedule == "ar":
+        config = DecodeConfig(target_model, SystemSpec(verify, verify), schedule="ar", batch=batch, context=context,
+                              name="ar")
+    else:
+        if not draft:
+            raise InputError("--draft is required for speculative schedules (or use --schedule ar)")
+        draft_model = _draft_model(catalog, draft, draft_dtype, target_model)
+        profile = catalog.acceptance(acceptance_spec or f"pair:{target}/{draft}")
+        system = SystemSpec(drafter, verify, _link_between(catalog, drafter, verify, link_name))
+        base = DecodeConfig(target_model, system, draft_model, profile, tree=parse_tree_spec("chain:1"),
+                            schedule=schedule, gpu_fill=gpu_fill, batch=batch, context=context,
+                            attention_efficiency=attention_efficiency, send_draft_probs=stochastic, sync_s=sync_s,
+                            name="estimate")
+        if tree_spec and dynamic:
+            raise InputError("give --tree or --dynamic, not both")
+        if tree_spec:
+            document = catalog.tree_document(tree_spec)
+            config = dataclasses.replace(base, tree=parse_tree_spec(tree_spec) if document is None
+                                         else from_document(document, tree_spec))
+        elif dynamic:
+            if dynamic == "adapt":
+                setup = Setup(target_model, draft_model, profile, verify, drafter, drafter, system.link, system.link,
+                              system.link, batch=batch, context=context)
+                auto = adapt_rule(setup, drafter)  # k_max from the lanes, D_min from the two windows
+                rule = AdaptRule(threshold, temperature, k_max or auto.k_max, budget,
+                                 min(max_depth, min_depth or auto.min_depth), max_depth)
+            elif dynamic == "eagle2":
+                rule = Eagle2Rule(top_k, min(max_depth, 16), total_tokens)
+            else:
+                rule = DuoRule(gamma)
+            config = dataclasses.replace(base, tree=None, dynamic=rule)
+        else:  # the tree that maximises F / t_round for this placement (Sequoia DP, lanes as the width cap)
+            cap = drafter.fpga.branch_lanes if drafter.fpga else None
+            best = best_tree_for_round_time(profile, lambda t: estimate(dataclasses.replace(base, tree=t),
+                                                                        rounds=rounds).round_time_s or math.inf,
+                                            min(budget, 64), min(max_depth, 12), cap)
+            config = dataclasses.replace(base, tree=best.tree)
+    result = estimate(config, rounds=rounds, seed=seed)
+    record = estimate_record(result)
+    if config.tree is not None:
+        record["tree"] = {"parents": list(config.tree.parents), "ranks": list(config.tree.ranks)}
+    if config.dynamic is not None:
+        record["dynamic"] = {"rule": type(config.dynamic).__name__, **dataclasses.asdict(config.dynamic)}
+    if run_sim and result.feasible:
+        record["simulate"] = simulation_record(simulate(config, rounds, seed + 1), result.tokens_per_s)
+    if as_json:
+        emit_json(record)
+        return
+    if not result.feasible:
+        click.echo(f"infeasible: {result.reason}")
+        return
+    click.echo(f"{record['tokens_per_s']:.1f} tokens/s ({record['speedup_vs_ar']:.2f}x AR's "
+               f"{record['ar_tokens_per_s']:.1f}), {record['j_per_token']:.3f} J/token "
+               f"({record['energy_efficiency_vs_ar']:.2f}x AR's tokens/J; {record['energy_efficiency_vs_ar_2dev']:.2f}x "
+               f"against two AR devices)")
+    click.echo(f"round {record['round_time_s'] * 1e3:.3f} ms, {record['expected_tokens_per_round']:.3f} tokens per "
+               f"round per sequence, {record['draft_nodes_per_round']:.1f} draft tokens, widths "
+               f"{[round(w, 2) for w in record['level_widths']]}")
+    emit_table([[stage, s["device"], f"{s['time_s'] * 1e3:.3f}", s["bound"], f"{s['busy_fraction']:.2f}"]
+                for stage, s in record["stages"].items()], ["stage", "device", "time (ms)", "bound", "busy"])
+    if record["link"]:
+        link = record["link"]
+        click.echo(f"link {link['name']}: {link['down_bytes']:.0f} B down, {link['up_bytes']:.0f} B up, "
+                   f"{link['time_s'] * 1e6:.1f} us ({link['bound']}-bound), {100 * link['share_of_round']:.2f}% of the round")
+    if "simulate" in record:
+        s = record["simulate"]
+        click.echo(f"simulated: {s['tokens_per_s']:.1f} tokens/s ({100 * s['relative_error_tokens_per_s']:+.2f}% vs "
+                   f"closed form), time per token p50 {s['p50_time_per_token_s'] * 1e3:.2f} ms, p99 "
+                   f"{s['p99_time_per_token_s'] * 1e3:.2f} ms, wasted draft {100 * s['wasted_draft_fraction']:.1f}%")
+
+
+def _setup(ctx, target, draft, gpu, fpga, cpu, second_gpu, fpga_link, cpu_link, gpu_link, acceptance_spec, batch,
+           context, target_dtype=None, draft_dtype=None) -> Setup:
+    catalog = catalog_of(ctx)
+    target_model = catalog.model(target).with_dtypes(target_dtype, target_dtype)
+    devices = {k: catalog.device(v) for k, v in (("gpu", gpu), ("fpga", fpga), ("cpu", cpu))}
+    if devices["fpga"].fpga is None:
+        raise InputError(f"--fpga {fpga}: not an FPGA")
+    links = {k: catalog.link(v or devices[d].host_link) for k, v, d in (("fpga", fpga_link, "fpga"),
+                                                                           ("cpu", cpu_link, "cpu"),
+                                                                           ("gpu", gpu_link, "gpu"))}
+    return Setup(target_model, _draft_model(catalog, draft, draft_dtype, target_model),
+                 catalog.acceptance(acceptance_spec or f"pair:{target}/{draft}"), devices["gpu"], devices["fpga"],
+                 devices["cpu"], links["fpga"], links["cpu"], links["gpu"],
+                 catalog.device(second_gpu) if second_gpu else None, batch, context,
+                 catalog.defaults().sync_per_round_s)
+
+
+def _print_compare(title: str, rows: list[dict]) -> None:
+    click.echo(title)
+    emit_table([[r["name"], f"{r['tokens_per_s']:.1f}", f"{r['speedup_vs_ar']:.2f}", f"{r['j_per_token']:.3f}",
+                 f"{r['energy_efficiency_vs_ar']:.2f}", f"{r['energy_efficiency_vs_ar_2dev']:.2f}",
+                 f"{r['expected_tokens_per_round']:.2f}",
+                 f"{100 * r['link']['share_of_round']:.2f}%" if r.get("link") else "-"] if r["feasible"]
+                else [r["name"], "infeasible: " + r["reason"], "", "", "", "", "", ""] for r in rows],
+               ["scenario", "tokens/s", "speedup", "J/token", "tokens/J x", "vs 2 AR devices x", "tokens/round",
+                "link share"])
+
+
+@cli.command("compare")
+@click.option("--preset", type=click.Choice(sorted(PRESETS)), help="A published setting (dfvg-paper: all its pairs).")
+@click.option("--target", help="Target model [required without --preset].")
+@click.option("--draft", help="Draft model [required without --preset].")
+@click.option("--gpu", default="rtx-4090", show_default=True, help="The verifier GPU (and the GPU-only scenarios').")
+@click.option("--fpga", default="v80", show_default=True)
+@click.option("--cpu", default="xeon-silver-4310", show_default=True, help="The host CPU (duodecoding, dovetail).")
+@click.option("--second-gpu", help="amusd's drafting GPU [default: another --gpu].")
+@click.option("--fpga-link", help="[default: the FPGA's host link]")
+@click.option("--cpu-link", help="[default: the CPU's host link]")
+@click.option("--gpu-link", help="Between the two GPUs [default: the GPU's host link].")
+@click.option("--acceptance", "acceptance_spec", help="Acceptance SPEC [default: pair:TARGET/DRAFT].")
+@click.option("--batch", type=click.IntRange(1, 4096), default=1, show_default=True)
+@click.option("--context", type=click.IntRange(0, 10**7), default=512, show_default=True)
+@click.option("--rounds", type=click.IntRange(100, 10**6), default=5000, show_default=True,
+              help="Monte Carlo rounds for dynamic trees.")
+@click.option("--plot", type=click.Path(dir_okay=False), help="Write a bar chart (PNG/SVG/PDF by extension).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+@click.pass_context
+def compare_cmd(ctx, preset, target, draft, gpu, fpga, cpu, second_gpu, fpga_link, cpu_link, gpu_link,
+                acceptance_spec, batch, context, rounds, plot, as_json):
+    """Every scenario side by side (ar, sps, specinfer, duodecoding, dovetail, amusd, dfvg) and DFVG's ablation."""
+    if preset:
+        p = PRESETS[preset]
+        runs = []
+        for tgt, drf in p["pairs"]:
+            setup = _setup(ctx, tgt, drf, p["gpu"], p["fpga"], p["cpu"], None, p["fpga_link"], p["cpu_link"],
+                           p["gpu_link"], None, p["batch"], p["context"], p["target_dtype"], p["draft_dtype"])
+            rows = [estimate_record(e) for e in compare(setup, rounds).values()]
+            note = ""
+            if not rows[0]["feasible"]:  # the target does not fit in fp16: show it with 8-bit weights too
+                setup = dataclasses.replace(setup, target=setup.target.with_dtypes("int8", "float16"))
+                rows = [estimate_record(e) for e in compare(setup, rounds).values()]
+                note = "target in fp16 does not fit the GPU; shown with int8 weights"
+            runs.append({"target": tgt, "draft": drf, "note": note, "scenarios": rows})
+        document = {"preset": preset, "setting": {k: v for k, v in p.items() if k != "paper"}, "paper": p["paper"],
+                    "runs": runs}
+        if plot:
+            _plot_preset(runs, plot)
+        if as_json:
+            emit_json(document)
+            return
+        for run in runs:
+            _print_compare(f"\n{run['target']} / {run['draft']} on {p['gpu']} + {p['fpga']}"
+                           + (f" ({run['note']})" if run["note"] else ""), run["scenarios"])
+        paper = p["paper"]
+        click.echo(f"\npaper ({paper['source']}): speedup {paper['speedup_range'][0]}-{paper['speedup_range'][1]}x, "
+                   f"energy efficiency {paper['energy_efficiency_range'][0]}-{paper['energy_efficiency_range'][1]}x "
+                   f"(baselines on two GPUs), ablation {paper['ablation']}, communication "
+                   f"{100 * paper['communication_share_range'][0]:.2f}-{100 * paper['communication_share_range'][1]:.1f}%")
+        return
+    if not (target and draft):
+        raise InputError("--target and --draft are required without --preset")
+    setup = _setup(ctx, target, draft, gpu, fpga, cpu, second_gpu, fpga_link, cpu_link, gpu_link, acceptance_spec,
+                   batch, context)
+    rows = [estimate_record(e) for e in compare(setup, rounds).values()]
+    if plot:
+        plot_compare(rows, plot, f"{target} / {draft}: {gpu} + {fpga}, batch {batch}, context {context}")
+    if as_json:
+        emit_json({"target": target, "draft": draft, "scenarios": rows})
+        return
+    _print_compare(f"{target} / {draft} on {gpu} (+ {fpga}, {cpu})", rows)
+
+
+def _plot_preset(runs: list[dict], path: str) -> None:
+    from pathlib import Path
+
+    base = Path(path)
+    for run in runs:
+        out = base.with_name(f"{base.stem}-{run['target']}{base.suffix}") if len(runs) > 1 else base
+        plot_compare(run["scenarios"], out, f"DFVG paper setting: {run['target']} / {run['draft']}"
+                     + (f" ({run['note']})" if run["note"] else ""))
+
+
+@cli.command("sensitivity")
+@click.option("--vary", type=click.Choice(VARIES), required=True)
+@click.option("--preset", type=click.Choice(sorted(PRESETS)), default="dfvg-paper", show_default=True)
+@click.option("--pair", default="qwen3-8b/qwen3-0.6b", show_default=True, help="Target/draft of the preset to vary.")
+@click.option("--values", help="Comma-separated values [default: a range suited to --vary].")
+@click.option("--gpu", help="Verifier GPU [default: the preset's].")
+@click.option("--rounds", type=click.IntRange(100, 10**6), default=2000, show_default=True)
+@click.option("--plot", type=click.Path(dir_okay=False), help="Write the plot (PNG/SVG/PDF by extension).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+@click.pass_context
+def sensitivity_cmd(ctx, vary, preset, pair, values, gpu, rounds, plot, as_json):
+    """Speedup of dfvg, amusd, specinfer and sps as one factor varies, and where the FPGA split stops paying."""
+    p = PRESETS[preset]
+    target, _, draft = pair.partition("/")
+    setup = _setup(ctx, target, draft, gpu or p["gpu"], p["fpga"], p["cpu"], None, p["fpga_link"], p["cpu_link"],
+                   p["gpu_link"], None, p["batch"], p["context"], p["target_dtype"], p["draft_dtype"])
+    defaults = {"link-latency": "1,3,10,30,100,300,1000,3000", "acceptance": "0.5,0.6,0.7,0.75,0.8,0.85,0.9,0.95",
+                "target": "llama-3.2-1b,qwen3-1.7b,qwen3-4b,qwen3-8b,qwen3-14b,qwen3-32b,llama-3.1-70b",
+                "batch": "1,2,4,8,16,32,64"}
+    raw = [v.strip() for v in (values or defaults[vary]).split(",")]
+    models = None
+    if vary == "target":
+        catalog = catalog_of(ctx)
+        models = {name: catalog.model(name).with_dtypes(p["target_dtype"], p["target_dtype"]) for name in raw}
+        xs = raw
+    else:
+        try:
+            xs = [float(v) if vary != "batch" else int(v) for v in raw]
+        except ValueError:
+            raise InputError(f"--values {values!r}: expected numbers for --vary {vary}") from None
+    result = sweep(setup, vary, xs, models, rounds)
+    if plot:
+        plot_sweep(result, plot, f"{pair} on {gpu or p['gpu']} + {p['fpga']}: speedup vs {result.x_label}")
+    if as_json:
+        emit_json(result._asdict())
+        return
+    emit_table([[str(x)] + [("-" if result.speedup[s][i] is None else f"{result.speedup[s][i]:.2f}") for s in result.speedup]
+                for i, x in enumerate(result.x)], [result.x_label] + list(result.speedup))
+    click.echo(result.crossover)
