@@ -21,7 +21,8 @@ def run():
 COMMANDS = [[], ["hw"], ["hw", "list"], ["hw", "show"], ["models"], ["models", "list"], ["models", "show"],
             ["models", "import"], ["cost"], ["tree"], ["tree", "expected"], ["tree", "optimize"], ["tree", "show"],
             ["tree", "dynamic"], ["acceptance"], ["acceptance", "list"], ["acceptance", "show"], ["acceptance", "fit"],
-            ["acceptance", "verify"], ["estimate"], ["compare"], ["sensitivity"]]
+            ["acceptance", "verify"], ["estimate"], ["compare"], ["sensitivity"], ["search"], ["sweep"], ["pareto"],
+            ["export"]]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=" ".join)

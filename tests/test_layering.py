@@ -19,8 +19,11 @@ ALLOWED = {
     "tree.*": {"units", "specs", "acceptance"},
     "pipeline.*": {"units", "specs", "costs", "acceptance", "tree"},
     "sim": {"units", "specs", "costs", "acceptance"},
-    "report.*": {"units", "specs", "costs", "acceptance", "tree", "pipeline", "sim"},
-    "cli.*": {"units", "specs", "catalog", "report", "acceptance", "tree", "pipeline", "sim", "__init__"},
+    "search": {"units", "specs", "pipeline"},
+    "report.*": {"units", "specs", "costs", "acceptance", "tree", "pipeline", "sim", "search"},
+    "export": {"units", "specs", "report", "search", "tree"},
+    "cli.*": {"units", "specs", "catalog", "report", "acceptance", "tree", "pipeline", "sim", "search", "export",
+              "__init__"},
     "__init__": {"units", "specs", "catalog"},
     "__main__": {"cli"},
 }

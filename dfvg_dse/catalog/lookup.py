@@ -226,6 +226,15 @@ class Catalog:
         return None
 
     @staticmethod
+    def read_study(path: str | Path) -> dict:
+        """A study file (TOML): [models], [hardware] and [space] tables (docs/search.md)."""
+        data = read_toml(Path(path))
+        for key in data:
+            if key not in ("models", "hardware", "space"):
+                raise CatalogError(f"{path}: unknown table [{key}]; allowed: [models], [hardware], [space]")
+        return data
+
+    @staticmethod
     def read_trace(path: str | Path) -> list[tuple[int, dict]]:
         """A decoding trace (docs/trace-format.md): (line number, round object) pairs."""
         return read_jsonl(Path(path))

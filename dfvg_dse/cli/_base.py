@@ -14,6 +14,7 @@ import click
 
 from dfvg_dse import __version__
 from dfvg_dse.catalog import Catalog, CatalogError
+from dfvg_dse.report.tables import json_safe
 from dfvg_dse.specs import InputError
 
 
@@ -80,7 +81,7 @@ def parse_int_list(text: str, name: str, minimum: int) -> list[int]:
 
 
 def emit_json(document) -> None:
-    click.echo(json.dumps(document, indent=2, allow_nan=False))
+    click.echo(json.dumps(json_safe(document), indent=2, allow_nan=False))
 
 
 def emit_table(rows: list[list[str]], header: list[str]) -> None:

@@ -23,8 +23,9 @@ def tree_draft_time_s(model: ModelSpec, device: DeviceSpec, widths, context: int
     if widths.shape[-1] == 0:
         return np.zeros(widths.shape[:-1]), np.array("memory")
     frontier = np.concatenate([np.ones(widths.shape[:-1] + (1,)), widths[..., :-1]], axis=-1)  # w_0 .. w_{D-1}
-    live = frontier > 0
-    cost = device_forward_cost(model, device, np.where(live, frontier, 1.0), context + np.arange(frontier.shape[-1]),
+    live = widths > 0  # step i drafts level i + 1: it runs only if that level has nodes (rows may be padded)
+    cost = device_forward_cost(model, device, np.where(frontier > 0, frontier, 1.0),
+                               context + np.arange(frontier.shape[-1]),
                                batch)
     return np.where(live, cost.time_s, 0.0).sum(axis=-1), cost.bound_name[..., 0]
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
+
 from dfvg_dse.pipeline.rounds import StageTimes
 from dfvg_dse.pipeline.schedule import Timeline
 from dfvg_dse.specs import DecodeConfig
@@ -28,8 +30,9 @@ class EnergyEstimate(NamedTuple):
     usd_per_mtoken: float | None
 
 
-def _device_energy(power_w: float, idle_w: float, busy_s: float, cycle_s: float) -> float:
-    return power_w * busy_s + idle_w * max(0.0, cycle_s - busy_s)
+def device_energy_j(power_w, idle_w, busy_s, cycle_s):
+    """Energy of one device over a cycle, elementwise: busy at decode power, idle for the rest."""
+    return power_w * busy_s + idle_w * np.maximum(0.0, cycle_s - busy_s)
 
 
 def energy(config: DecodeConfig, times: StageTimes, line: Timeline) -> EnergyEstimate:
@@ -38,10 +41,11 @@ def energy(config: DecodeConfig, times: StageTimes, line: Timeline) -> EnergyEst
     cycle = line.cycle_s
     if config.schedule == "ar" or draft.name == verify.name:
         busy = min(cycle, line.draft_busy_s + line.verify_busy_s)
-        e_verify, e_draft = _device_energy(verify.decode_power_w, verify.idle_power_w, busy, cycle), 0.0
+        e_verify, e_draft = device_energy_j(verify.decode_power_w, verify.idle_power_w, busy, cycle), 0.0
     else:
-        e_draft = _device_energy(draft.decode_power_w, draft.idle_power_w, line.draft_busy_s, cycle)
-        e_verify = _device_energy(verify.decode_power_w, verify.idle_power_w, line.verify_busy_s, cycle)
+        e_draft = device_energy_j(draft.decode_power_w, draft.idle_power_w, line.draft_busy_s, cycle)
+        e_verify = device_energy_j(verify.decode_power_w, verify.idle_power_w, line.verify_busy_s, cycle)
+    e_draft, e_verify = float(e_draft), float(e_verify)
     total = e_draft + e_verify + times.link_energy_j
     j_per_token = total / line.tokens
     ar_j = verify.decode_power_w * times.ar_step_s / config.batch

@@ -37,6 +37,13 @@ class Timeline(NamedTuple):
     fill_tokens: float
 
 
+def overlap_cycle(d_next, t_v, h):
+    """Overlap schedule, elementwise: (cycle, wasted draft time) for the next tree's draft time
+    d_next, the verify window t_v = L + V and the hit probability h."""
+    cycle = h * np.maximum(d_next, t_v) + (1.0 - h) * (t_v + d_next)
+    return cycle, (1.0 - h) * np.minimum(d_next, t_v)
+
+
 def timeline(config: DecodeConfig, shape: RoundShape, times: StageTimes) -> Timeline:
     """Combine stage times into one expected cycle for the config's schedule.
 
@@ -52,9 +59,8 @@ def timeline(config: DecodeConfig, shape: RoundShape, times: StageTimes) -> Time
     if config.schedule == "sequential":
         return Timeline(float(np.mean(d + link + v)), tokens, float(np.mean(d)), float(np.mean(v)),
                         float(np.mean(link)), 0.0, 0.0, 0.0)
-    h, t_v, d_next = shape.hit_probability, link + v, np.roll(d, 1)
-    cycle = float(np.mean(h * np.maximum(d_next, t_v) + (1.0 - h) * (t_v + d_next)))
-    wasted = float(np.mean((1.0 - h) * np.minimum(d_next, t_v)))
+    cycles, waste = overlap_cycle(np.roll(d, 1), link + v, shape.hit_probability)
+    cycle, wasted = float(np.mean(cycles)), float(np.mean(waste))
     fill = max(0.0, cycle - float(np.mean(v))) if config.gpu_fill else 0.0
     fill_tokens = b * fill / times.ar_step_s
     return Timeline(cycle, tokens + fill_tokens, float(np.mean(d)) + wasted, float(np.mean(v)) + fill,

@@ -6,13 +6,28 @@ Nothing here prints or reads files: the CLI formats what these functions return.
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
 import numpy as np
 
 from dfvg_dse.acceptance import expected_tokens
 from dfvg_dse.costs import device_forward_cost, knee_tokens, memory_fit, param_counts
+from dfvg_dse.pipeline.pareto import pareto_mask
 from dfvg_dse.specs import DeviceSpec, LinkSpec, ModelSpec
 from dfvg_dse.tree import to_choices, to_vllm_literal
+
+
+def json_safe(value):
+    """NaN and infinities become None (JSON null, 'no value'); numpy scalars become Python numbers."""
+    if hasattr(value, "item") and not isinstance(value, (list, dict)):
+        value = value.item()
+    if isinstance(value, float):
+        return value if value == value and abs(value) != float("inf") else None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
 
 
 def _spec_dict(spec) -> dict:
@@ -211,3 +226,44 @@ def simulation_record(sim, closed_tokens_per_s: float) -> dict:
     record = sim._asdict()
     record["relative_error_tokens_per_s"] = sim.tokens_per_s / closed_tokens_per_s - 1.0
     return record
+
+
+class ParetoInfo(NamedTuple):
+    """Plot-ready data of a search or sweep: all points, the front, and the recommended picks."""
+
+    tokens_per_s: np.ndarray  # per sequence
+    j_per_token: np.ndarray
+    group: np.ndarray  # placement/schedule label per point
+    feasible: np.ndarray
+    front: np.ndarray  # indices of the Pareto front, by throughput
+    picks: dict  # name -> index: max-throughput, min-energy, knee
+
+
+def placement_label(draft_device: str, verify_device: str, schedule: str) -> str:
+    where = "one device" if draft_device == verify_device else f"{draft_device} -> {verify_device}"
+    return f"{where}, {schedule}"
+
+
+def pareto_info(frame) -> ParetoInfo:
+    """Front and picks of a trial table (pandas) with tokens_per_s_per_sequence, j_per_token and feasible.
+
+    knee: the front point farthest from the line joining its two ends, in objectives scaled to [0, 1].
+    """
+    tps = frame["tokens_per_s_per_sequence"].to_numpy(dtype=float)
+    jpt = frame["j_per_token"].to_numpy(dtype=float)
+    feasible = frame["feasible"].to_numpy(dtype=bool)
+    group = np.array([placement_label(d, v, s) for d, v, s in zip(frame["draft_device"], frame["verify_device"],
+                                                                   frame["schedule"])])
+    idx = np.flatnonzero(feasible)
+    if len(idx) == 0:
+        return ParetoInfo(tps, jpt, group, feasible, np.array([], dtype=int), {})
+    front = idx[pareto_mask(np.stack([tps[idx], jpt[idx]], axis=1))]
+    front = front[np.argsort(-tps[front])]
+    picks = {"max-throughput": int(front[0]), "min-energy": int(front[-1])}
+    x = (tps[front] - tps[front].min()) / max(np.ptp(tps[front]), 1e-12)
+    y = (jpt[front] - jpt[front].min()) / max(np.ptp(jpt[front]), 1e-12)
+    # distance of each front point from the line through (x0, y0) and (x1, y1)
+    x0, y0, x1, y1 = x[0], y[0], x[-1], y[-1]
+    distance = np.abs((y1 - y0) * x - (x1 - x0) * y + x1 * y0 - y1 * x0)
+    picks["knee"] = int(front[int(np.argmax(distance))])
+    return ParetoInfo(tps, jpt, group, feasible, front, picks)

@@ -1,0 +1,351 @@
+"""Commands of the design-space search: search, sweep, pareto, export."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import click
+
+from dfvg_dse import __version__, export
+from dfvg_dse.cli._base import catalog_of, cli, emit_json
+from dfvg_dse.pipeline.grid import FAMILIES, SCHEDULE_CHOICES, SearchSpace
+from dfvg_dse.pipeline.pareto import hypervolume
+from dfvg_dse.report.engines import FORMATS, engine_config
+from dfvg_dse.report.plots import plot_importance, plot_pareto
+from dfvg_dse.report.tables import pareto_info
+from dfvg_dse.search import SAMPLERS, param_importances, run_search, sweep_frame, trials_frame
+from dfvg_dse.specs import InputError
+
+DEFAULTS = {"target": "qwen3-8b", "draft": "qwen3-0.6b", "target_dtype": "float16", "draft_dtype": "bfloat16",
+            "verify_devices": ["rtx-4090"], "draft_devices": ["v80", "u280", "rtx-4090", "xeon-silver-4310"]}
+SPACE_KEYS = {"families": str, "widths": int, "depths": int, "budgets": int, "thresholds": float,
+              "window_ratios": float, "schedules": str, "batches": int, "fpga_pe_fractions": float,
+              "fpga_clocks_mhz": float}
+
+
+def _space(ctx, study: str | None, target: str | None, draft: str | None, acceptance: str | None,
+           verify: tuple, drafts: tuple) -> tuple[SearchSpace, dict]:
+    """A SearchSpace from the shipped defaults, a study file and the flags (flags win)."""
+    catalog = catalog_of(ctx)
+    doc = catalog.read_study(study) if study else {}
+    models, hardware, space = doc.get("models", {}), doc.get("hardware", {}), dict(doc.get("space", {}))
+    chosen = {"target": target or models.get("target", DEFAULTS["target"]),
+              "draft": draft or models.get("draft", DEFAULTS["draft"]),
+              "target_dtype": models.get("target_dtype", DEFAULTS["target_dtype"]),
+              "draft_dtype": models.get("draft_dtype", DEFAULTS["draft_dtype"]),
+              "verify_devices": list(verify) or hardware.get("verify_devices", DEFAULTS["verify_devices"]),
+              "draft_devices": list(drafts) or hardware.get("draft_devices", DEFAULTS["draft_devices"])}
+    chosen["acceptance"] = acceptance or models.get("acceptance", f"pair:{chosen['target']}/{chosen['draft']}")
+    kwargs = {}
+    for key, value in space.items():
+        if key in ("context",):
+            kwargs[key] = int(value)
+            continue
+        if key not in SPACE_KEYS:
+            raise InputError(f"{study}: [space] {key}: unknown; allowed: context, {', '.join(SPACE_KEYS)}")
+        if not isinstance(value, list) or not value or not all(isinstance(v, (int, float, str)) for v in value):
+            raise InputError(f"{study}: [space] {key} = {value!r}: needs a non-empty list")
+        kwargs[key] = tuple(SPACE_KEYS[key](v) for v in value)
+    for key, allowed in (("families", FAMILIES), ("schedules", SCHEDULE_CHOICES)):
+        bad = [v for v in kwargs.get(key, ()) if v not in allowed]
+        if bad:
+            raise InputError(f"{study}: [space] {key}: {bad[0]!r} is not one of {', '.join(allowed)}")
+    target_model = catalog.model(chosen["target"]).with_dtypes(chosen["target_dtype"], chosen["target_dtype"])
+    draft_model = catalog.model(chosen["draft"]).with_dtypes(chosen["draft_dtype"], chosen["draft_dtype"])
+    verifiers = tuple(catalog.device(n) for n in chosen["verify_devices"])
+    drafters = tuple(catalog.device(n) for n in chosen["draft_devices"])
+    if any(v.kind == "fpga" for v in verifiers):
+        raise InputError("--verify-device: the target verifies on a GPU or CPU, not an FPGA")
+    links = hardware.get("links", {})
+    link_specs = []
+    for d in drafters:
+        if d.name in {v.name for v in verifiers}:
+            continue
+        name = links.get(d.name) or d.host_link
+        if name is None:
+            raise InputError(f"no link for draft device '{d.name}': name one under [hardware] links")
+        link_specs.append((d.name, catalog.link(name)))
+    result = SearchSpace(target_model, draft_model, catalog.acceptance(chosen["acceptance"]), verifiers, drafters,
+                         tuple(link_specs), sync_s=catalog.defaults().sync_per_round_s, **kwargs)
+    return result, chosen
+
+
+def _progress(total: int, already: int, quiet: bool):
+    if quiet or not sys.stderr.isatty():
+        return None, None
+    bar = click.progressbar(length=total, label="search", file=sys.stderr)
+    bar.update(already)
+    state = [already]
+
+    def advance(done: int) -> None:
+        bar.update(done - state[0])
+        state[0] = done
+    return bar, advance
+
+
+def _finish_run(path: Path, study, space: SearchSpace, chosen: dict, seed: int, sampler: str, url: str,
+                started: float) -> dict:
+    frame = trials_frame(study)
+    info = pareto_info(frame)
+    for column in ("parents", "ranks"):  # lists as JSON text in the tables
+        if column in frame:
+            frame[column] = [json.dumps(v) if isinstance(v, list) else v for v in frame[column]]
+    export.write_table(path / "trials.csv", frame)
+    export.write_table(path / "pareto.csv", frame.iloc[info.front])
+    recommended = {name: _design(frame.iloc[i], space, chosen) for name, i in info.picks.items()}
+    export.write_json(path / "recommended.json", recommended)
+    title = f"{chosen['target']} / {chosen['draft']}: {len(frame)} trials, {int(frame['feasible'].sum())} feasible"
+    for suffix in ("png", "svg"):
+        export.write_plot(path / f"pareto.{suffix}", lambda tmp: plot_pareto(info, tmp, title))
+    importances = param_importances(study)
+    if importances:
+        export.write_plot(path / "importance.png", lambda tmp: plot_importance(importances, tmp, title))
+    summary = {"run_dir": str(path), "trials": len(frame), "feasible": int(frame["feasible"].sum()),
+               "pareto_size": len(info.front), "storage": url, "seconds": round(time.time() - started, 3),
+               "recommended": {k: {"tokens_per_s": v["expected"]["tokens_per_s"],
+                                   "tokens_per_s_per_sequence": v["expected"]["tokens_per_s_per_sequence"],
+                                   "j_per_token": v["expected"]["j_per_token"], "family": v["family"],
+                                   "schedule": v["schedule"], "draft_device": v["draft_device"]}
+                               for k, v in recommended.items()},
+               "importances": importances}
+    if "adapt" not in space.families:  # the exact front is cheap: report how much of it the search found
+        grid = sweep_frame(space)
+        feasible = grid[grid["feasible"]]
+        exact = feasible[["tokens_per_s_per_sequence", "j_per_token"]].to_numpy()
+        reference = (0.0, float(exact[:, 1].max()) * 1.1)
+        found = frame[frame["feasible"]][["tokens_per_s_per_sequence", "j_per_token"]].to_numpy()
+        summary["grid_points"] = len(grid)
+        summary["hypervolume_fraction"] = hypervolume(found, reference) / hypervolume(exact, reference) \
+            if len(found) else 0.0
+    manifest = {"kind": "search", "version": __version__, "created": datetime.now(timezone.utc).isoformat(),
+                "seed": seed, "sampler": sampler, "storage": url, "inputs": chosen,
+                "space": {k: list(v) if isinstance(v, tuple) else v for k, v in _space_summary(space).items()},
+                "git_revision": _git_revision(), "summary": summary}
+    export.write_json(path / "manifest.json", manifest)
+    return summary
+
+
+def _space_summary(space: SearchSpace) -> dict:
+    return {"families": space.families, "widths": space.widths, "depths": space.depths, "budgets": space.budgets,
+            "thresholds": space.thresholds, "window_ratios": space.window_ratios, "schedules": space.schedules,
+            "batches": space.batches, "fpga_pe_fractions": space.fpga_pe_fractions,
+            "fpga_clocks_mhz": space.fpga_clocks_mhz, "context": space.context,
+            "verify_devices": [d.name for d in space.verify_devices],
+            "draft_devices": [d.name for d in space.draft_devices], "links": {k: v.name for k, v in space.links}}
+
+
+def _git_revision() -> str | None:
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=Path(__file__).resolve().parent)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _design(row, space: SearchSpace, chosen: dict) -> dict:
+    """A trial row as a deployable design (what `export` turns into engine configs)."""
+    drafter = next(d for d in space.draft_devices if d.name == row["draft_device"])
+    parents = row["parents"] if isinstance(row.get("parents"), list) else json.loads(row.get("parents") or "[-1]")
+    ranks = row["ranks"] if isinstance(row.get("ranks"), list) else json.loads(row.get("ranks") or "[0]")
+    design = {"target": chosen["target"], "draft": chosen["draft"], "target_source": space.target.source,
+              "draft_source": space.draft.source, "draft_device": row["draft_device"], "draft_kind": drafter.kind,
+              "verify_device": row["verify_device"], "link": dict((k, v.name) for k, v in space.links).get(
+                  row["draft_device"]), "schedule": row["schedule"], "batch": int(row["batch"]),
+              "family": row["family"], "depth": int(row["depth"]), "parents": parents, "ranks": ranks,
+              "dynamic": row["family"] == "adapt", "trial": int(row["trial"]) if "trial" in row else None}
+    for key in ("width", "budget", "threshold", "window_ratio", "fpga_pe_fraction", "fpga_clock_mhz"):
+        if key in row and row[key] == row[key]:  # present and not NaN
+            design[key] = row[key].item() if hasattr(row[key], "item") else row[key]
+    design["expected"] = {k: float(row[k]) for k in ("tokens_per_s", "tokens_per_s_per_sequence", "j_per_token",
+                                                     "speedup_vs_ar",
+                                                     "energy_efficiency_vs_ar", "round_time_s",
+                                                     "expected_tokens_per_round", "draft_time_s", "verify_time_s",
+                                                     "link_time_s") if k in row}
+    design["assumptions"] = [f"acceptance profile '{space.acceptance.name}' ({space.acceptance.source})",
+                             f"context {space.context} tokens", "costs from the hwdb defaults (docs/cost-model.md)"]
+    return design
+
+
+@cli.command("search")
+@click.option("--study", type=click.Path(dir_okay=False), help="A study file (TOML) defining the space.")
+@click.option("--target", help=f"Target model [default: {DEFAULTS['target']}].")
+@click.option("--draft", help=f"Draft model [default: {DEFAULTS['draft']}].")
+@click.option("--acceptance", help="Acceptance SPEC [default: pair:TARGET/DRAFT].")
+@click.option("--verify-device", multiple=True, help="Verifier choices (repeat) [default: rtx-4090].")
+@click.option("--draft-device", multiple=True, help="Drafter choices (repeat) [default: v80, u280, rtx-4090, xeon].")
+@click.option("--trials", type=click.IntRange(1, 10**6), default=500, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--sampler", type=click.Choice(SAMPLERS), default="nsga2", show_default=True)
+@click.option("--results-dir", help="Where runs go [env DFVG_DSE_RESULTS_DIR; default ./results].")
+@click.option("--run-id", help="Run folder name [default: search-<UTC time>; with --resume: the latest run].")
+@click.option("--resume", is_flag=True, help="Continue a run (after a crash or kill) up to --trials.")
+@click.option("--force", is_flag=True, help="Replace an existing run folder.")
+@click.option("--n-workers", type=click.IntRange(1, 64), default=1, show_default=True, help="Local processes.")
+@click.option("--storage", help="Optuna RDB URL shared by workers (e.g. postgresql://...) [default: SQLite in the run].")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout, no progress bar.")
+@click.pass_context
+def search_cmd(ctx, study, target, draft, acceptance, verify_device, draft_device, trials, seed, sampler, results_dir,
+               run_id, resume, force, n_workers, storage, as_json):
+    """Multi-objective search (tokens/s up, J/token down) over trees, schedules, batch and hardware."""
+    started = time.time()
+    space, chosen = _space(ctx, study, target, draft, acceptance, verify_device, draft_device)
+    base = export.results_dir(results_dir)
+    run_id = run_id or (export.latest_run(base) if resume else
+                        "search-" + datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S"))
+    path = export.run_dir(base, run_id, force=force, resume=resume)
+    url = storage or f"sqlite:///{(path / 'study.db').resolve()}"
+    if not resume:
+        export.write_json(path / "manifest.json", {"kind": "search", "status": "running", "seed": seed,
+                                                   "sampler": sampler, "storage": url, "inputs": chosen})
+    bar, advance = _progress(trials, 0, as_json)
+    try:
+        study_obj = run_search(space, url, run_id, trials, seed, sampler, resume, n_workers, advance)
+    finally:
+        if bar is not None:
+            bar.render_finish()
+    summary = _finish_run(path, study_obj, space, chosen, seed, sampler, url, started)
+    if as_json:
+        emit_json(summary)
+        return
+    click.echo(f"{summary['trials']} trials ({summary['feasible']} feasible), {summary['pareto_size']} on the Pareto "
+               f"front, in {summary['seconds']:.1f} s -> {path}")
+    if "hypervolume_fraction" in summary:
+        click.echo(f"hypervolume of the front: {100 * summary['hypervolume_fraction']:.2f}% of the exact front over "
+                   f"{summary['grid_points']:,} grid points")
+    for name, rec in summary["recommended"].items():
+        click.echo(f"{name:15s} {rec['tokens_per_s_per_sequence']:8.1f} tokens/s per sequence "
+                   f"{rec['j_per_token']:7.3f} J/token  "
+                   f"{rec['family']}, {rec['schedule']}, draft on {rec['draft_device']}")
+    click.echo(f"plots: {path / 'pareto.png'}; configs: dfvg-dse export {path} --format vllm")
+
+
+@cli.command("sweep")
+@click.option("--study", type=click.Path(dir_okay=False), help="A study file (TOML) defining the space.")
+@click.option("--target")
+@click.option("--draft")
+@click.option("--acceptance")
+@click.option("--verify-device", multiple=True)
+@click.option("--draft-device", multiple=True)
+@click.option("--results-dir", help="Where runs go [env DFVG_DSE_RESULTS_DIR; default ./results].")
+@click.option("--run-id", help="Run folder name [default: sweep-<UTC time>].")
+@click.option("--force", is_flag=True, help="Replace an existing run folder.")
+@click.option("--compare", "compare_run", type=click.Path(file_okay=False), help="A search run to score against the exact front.")
+@click.option("--save-grid", is_flag=True, help="Also write every grid point (grid.csv).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+@click.pass_context
+def sweep_cmd(ctx, study, target, draft, acceptance, verify_device, draft_device, results_dir, run_id, force,
+              compare_run, save_grid, as_json):
+    """Evaluate the whole space on its grid (vectorised) and write the exact Pareto front."""
+    started = time.time()
+    space, chosen = _space(ctx, study, target, draft, acceptance, verify_device, draft_device)
+    grid = sweep_frame(space)
+    seconds = time.time() - started
+    feasible = grid[grid["feasible"]]
+    info = pareto_info(grid)
+    front = grid.iloc[info.front]
+    run_id = run_id or "sweep-" + datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    path = export.run_dir(export.results_dir(results_dir), run_id, force=force)
+    export.write_table(path / "pareto.csv", front)
+    if save_grid:
+        export.write_table(path / "grid.csv", grid)
+    title = f"{chosen['target']} / {chosen['draft']}: exact front of {len(grid):,} grid points"
+    for suffix in ("png", "svg"):
+        export.write_plot(path / f"pareto.{suffix}", lambda tmp: plot_pareto(info, tmp, title))
+    summary = {"run_dir": str(path), "grid_points": len(grid), "feasible": len(feasible), "pareto_size": len(front),
+               "evaluation_seconds": round(seconds, 3),
+               "max_tokens_per_s_per_sequence": float(feasible["tokens_per_s_per_sequence"].max())
+               if len(feasible) else None,
+               "min_j_per_token": float(feasible["j_per_token"].min()) if len(feasible) else None}
+    if compare_run:
+        _, trials = export.read_run(Path(compare_run))
+        found = trials[trials["feasible"]][["tokens_per_s_per_sequence", "j_per_token"]].to_numpy()
+        exact = feasible[["tokens_per_s_per_sequence", "j_per_token"]].to_numpy()
+        reference = (0.0, float(exact[:, 1].max()) * 1.1)
+        summary["hypervolume_fraction"] = hypervolume(found, reference) / hypervolume(exact, reference)
+    export.write_json(path / "manifest.json", {"kind": "sweep", "version": __version__,
+                                               "created": datetime.now(timezone.utc).isoformat(), "inputs": chosen,
+                                               "space": _space_summary(space), "git_revision": _git_revision(),
+                                               "summary": summary})
+    if as_json:
+        emit_json(summary)
+        return
+    click.echo(f"{len(grid):,} grid points ({len(feasible):,} feasible) evaluated in {seconds:.2f} s; "
+               f"{len(front)} on the exact Pareto front -> {path}")
+    if "hypervolume_fraction" in summary:
+        click.echo(f"the search run's front covers {100 * summary['hypervolume_fraction']:.2f}% of the exact hypervolume")
+
+
+@cli.command("pareto")
+@click.argument("run", type=click.Path(file_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+def pareto_cmd(run, as_json):
+    """Redraw a finished run's Pareto plots (pareto.png, pareto.svg) from its trials.csv."""
+    path = Path(run)
+    manifest, frame = export.read_run(path)
+    info = pareto_info(frame)
+    inputs = manifest.get("inputs", {})
+    title = f"{inputs.get('target', '?')} / {inputs.get('draft', '?')}: {len(frame)} trials"
+    for suffix in ("png", "svg"):
+        export.write_plot(path / f"pareto.{suffix}", lambda tmp: plot_pareto(info, tmp, title))
+    summary = {"run_dir": str(path), "trials": len(frame), "pareto_size": len(info.front),
+               "picks": {k: int(frame.iloc[i]["trial"]) for k, i in info.picks.items()}}
+    if as_json:
+        emit_json(summary)
+    else:
+        click.echo(f"redrew {path / 'pareto.png'} and .svg: {len(info.front)} points on the front")
+
+
+@cli.command("export")
+@click.argument("run", type=click.Path(file_okay=False))
+@click.option("--pick", type=click.Choice(["max-throughput", "min-energy", "knee"]), default="knee", show_default=True)
+@click.option("--trial", type=int, help="Export this trial instead of a pick.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="json", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here [default: RUN/export-PICK.FORMAT.json].")
+def export_cmd(run, pick, trial, fmt, output):
+    """A deployment config for a recommended design: ours (json) or a serving engine's."""
+    path = Path(run)
+    manifest, frame = export.read_run(path)
+    recommended_path = path / "recommended.json"
+    if trial is None:
+        if not recommended_path.is_file():
+            raise InputError(f"{path}: no recommended.json (no feasible design); use --trial N")
+        design = json.loads(recommended_path.read_text()).get(pick)
+        if design is None:
+            raise InputError(f"{path}: no '{pick}' design recorded")
+    else:
+        rows = frame[frame["trial"] == trial]
+        if rows.empty:
+            raise InputError(f"--trial {trial}: not in {path / 'trials.csv'}")
+        row = rows.iloc[0]
+        if not bool(row["feasible"]):
+            raise InputError(f"--trial {trial}: infeasible ({row['reason']})")
+        picks = json.loads(recommended_path.read_text()) if recommended_path.is_file() else {}
+        template = next(iter(picks.values()), {})
+        design = {**{k: template.get(k) for k in ("target", "draft", "target_source", "draft_source", "assumptions")},
+                  **_row_design(row, manifest, template)}
+    config = engine_config(design, fmt)
+    name = f"trial-{trial}" if trial is not None else pick
+    out = Path(output) if output else path / f"export-{name}.{fmt}.json"
+    export.write_json(out, config)
+    emit_json(config)
+
+
+def _row_design(row, manifest: dict, template: dict) -> dict:
+    kinds = {template.get("draft_device"): template.get("draft_kind")}
+    design = {"draft_device": row["draft_device"], "verify_device": row["verify_device"],
+              "draft_kind": kinds.get(row["draft_device"], "fpga" if "fpga_pe_fraction" in row and
+                                      row["fpga_pe_fraction"] == row["fpga_pe_fraction"] else "gpu"),
+              "schedule": row["schedule"], "batch": int(row["batch"]), "family": row["family"], "depth": int(row["depth"]),
+              "parents": json.loads(row["parents"]) if isinstance(row.get("parents"), str) else [-1],
+              "ranks": json.loads(row["ranks"]) if isinstance(row.get("ranks"), str) else [0],
+              "dynamic": row["family"] == "adapt", "trial": int(row["trial"]),
+              "link": manifest.get("space", {}).get("links", {}).get(row["draft_device"])}
+    design["expected"] = {k: float(row[k]) for k in ("tokens_per_s", "j_per_token", "speedup_vs_ar") if k in row}
+    return design

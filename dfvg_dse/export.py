@@ -1,0 +1,109 @@
+"""The sole writer of results/: run folders, tables, plots' paths, recommended and engine configs.
+
+A run lives in results/<run-id>/ (or --results-dir / DFVG_DSE_RESULTS_DIR). Every file is written
+to a temporary name and renamed, so a reader never sees half a file; an existing run folder is
+never reused without --force (or --resume, which continues it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from dfvg_dse.report.tables import json_safe
+from dfvg_dse.specs import InputError
+
+RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+def results_dir(option: str | None) -> Path:
+    """--results-dir, else DFVG_DSE_RESULTS_DIR, else ./results."""
+    return Path(option or os.environ.get("DFVG_DSE_RESULTS_DIR") or "results")
+
+
+def run_dir(base: Path, run_id: str, force: bool = False, resume: bool = False) -> Path:
+    """The folder of a run: created new, replaced with force, or reused with resume."""
+    if not RUN_ID.match(run_id):
+        raise InputError(f"--run-id {run_id!r}: use letters, digits, '.', '_' and '-'")
+    path = base / run_id
+    if resume:
+        if not path.is_dir():
+            raise InputError(f"--resume: no run folder {path}")
+        return path
+    if path.exists():
+        if not force:
+            raise InputError(f"{path}: already exists; pass --force to replace it or --resume to continue it")
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    return path
+
+
+def latest_run(base: Path) -> str:
+    runs = sorted((p for p in base.glob("*") if (p / "manifest.json").is_file()), key=lambda p: p.stat().st_mtime)
+    if not runs:
+        raise InputError(f"{base}: no run to resume; pass --run-id")
+    return runs[-1].name
+
+
+def atomic_write(path: Path, write) -> Path:
+    """Call write(tmp_path), then rename the temporary file over `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
+    os.close(handle)
+    try:
+        write(Path(tmp))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_json(path: Path, document) -> Path:
+    """JSON with NaN written as null (a missing value), never as an invalid token."""
+    return atomic_write(path, lambda tmp: tmp.write_text(json.dumps(json_safe(document), indent=2,
+                                                                       allow_nan=False, default=_jsonable) + "\n"))
+
+
+def _jsonable(value):
+    if hasattr(value, "item"):
+        return value.item()
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def write_table(path: Path, frame: pd.DataFrame) -> list[Path]:
+    """CSV always; Parquet beside it when pyarrow is installed."""
+    written = [atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False))]
+    try:
+        import pyarrow  # noqa: F401  (optional: Parquet output)
+    except ImportError:
+        return written
+    parquet = path.with_suffix(".parquet")
+    written.append(atomic_write(parquet, lambda tmp: frame.to_parquet(tmp, index=False)))
+    return written
+
+
+def write_plot(path: Path, draw) -> Path:
+    """draw(tmp_path) renders a figure; the file appears under `path` only when complete."""
+    return atomic_write(path, draw)
+
+
+def read_run(path: Path) -> tuple[dict, pd.DataFrame]:
+    """A finished run's manifest and trial table (for `pareto` and `export`)."""
+    manifest_path = path / "manifest.json"
+    table = path / "trials.csv"
+    if not manifest_path.is_file() or not table.is_file():
+        raise InputError(f"{path}: not a finished run (needs manifest.json and trials.csv)")
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except json.JSONDecodeError as err:
+        raise InputError(f"{manifest_path}: not valid JSON: {err.msg}") from None
+    return manifest, pd.read_csv(table)

@@ -1,0 +1,310 @@
+"""The design space and its vectorised evaluation (model.md §9).
+
+A `SearchSpace` lists the choices: tree family (chain, seq, kary, optimal, adapt), width, depth,
+budget, ADAPT's threshold and window ratio, schedule, batch, and the hardware: draft device,
+verify device, the FPGA's share of PE DSPs and its clock. Points are evaluated with the closed
+forms of pipeline/ (the same `overlap_cycle` and `device_energy_j`), vectorised over every
+tree shape and schedule for each (draft device, verify device, batch) combination, so a grid of
+1e5 points takes seconds and a single Optuna trial a millisecond.
+
+Tree shapes are built once per space: static families exactly, ADAPT by Monte Carlo (cached by
+rule). Infeasible points are kept with a reason: memory that does not fit, a width above the
+FPGA's lanes, overlap on one device.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import NamedTuple
+
+import numpy as np
+
+from dfvg_dse.acceptance import expected_tokens, simulate_adapt
+from dfvg_dse.costs import (device_forward_cost, link_time, memory_fit, processor_forward_cost, tree_draft_time_s,
+                            tree_verify_cost)
+from dfvg_dse.pipeline.energy import device_energy_j
+from dfvg_dse.pipeline.rounds import rank0_chain_length
+from dfvg_dse.pipeline.schedule import overlap_cycle
+from dfvg_dse.specs import (AcceptanceProfile, AdaptRule, DecodeConfig, DeviceSpec, LinkSpec, ModelSpec, SystemSpec,
+                            TreeSpec)
+from dfvg_dse.tree import chain, dp_tree, greedy_tree, kary, sequences, sequoia_dp
+
+FAMILIES = ("chain", "seq", "kary", "optimal", "adapt")
+SCHEDULE_CHOICES = ("sequential", "overlap", "overlap-fill")
+MAX_SHAPE_NODES = 256
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """Everything a search or a sweep explores, and the fixed context it runs in."""
+
+    target: ModelSpec
+    draft: ModelSpec
+    acceptance: AcceptanceProfile
+    verify_devices: tuple[DeviceSpec, ...]
+    draft_devices: tuple[DeviceSpec, ...]
+    links: tuple[tuple[str, LinkSpec], ...]  # draft device name -> link to the verifier
+    families: tuple[str, ...] = ("chain", "seq", "kary", "optimal")
+    widths: tuple[int, ...] = (1, 2, 3, 4, 6, 8)
+    depths: tuple[int, ...] = tuple(range(1, 13))
+    budgets: tuple[int, ...] = (8, 16, 32, 64)
+    thresholds: tuple[float, ...] = (0.0, 0.05, 0.1, 0.2)  # adapt: tau
+    window_ratios: tuple[float, ...] = (0.5, 1.0, 1.5)  # adapt: D_min = ceil(ratio x T_verify / T_draft_step)
+    schedules: tuple[str, ...] = SCHEDULE_CHOICES
+    batches: tuple[int, ...] = (1, 2, 4, 8)
+    fpga_pe_fractions: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0)
+    fpga_clocks_mhz: tuple[float, ...] = (200.0, 250.0, 300.0)
+    context: int = 512
+    sync_s: float = 0.0
+    adapt_rounds: int = 1000
+    name: str = "default"
+
+    def link_for(self, draft: DeviceSpec) -> LinkSpec:
+        return dict(self.links)[draft.name.split("@")[0]]
+
+
+class Shape(NamedTuple):
+    family: str
+    params: tuple  # (width, depth, budget, threshold, window_ratio) as used
+    widths: np.ndarray  # draft nodes per level (padded to the space's max depth)
+    expected_tokens: float
+    pairs: float
+    hit: float
+    max_width: int
+    parents: tuple | None  # static trees only
+    ranks: tuple | None
+    rule: AdaptRule | None
+
+
+def fpga_variant(device: DeviceSpec, pe_fraction: float, clock_mhz: float) -> DeviceSpec:
+    """An FPGA with a share of its PE DSPs and branch lanes, at another clock (a design choice)."""
+    f = device.fpga
+    pe = max(1, int(round(f.pe_dsp_count * pe_fraction)))
+    lanes = max(1, int(round(f.branch_lanes * pe_fraction)))
+    fabric = dataclasses.replace(f, pe_dsp_count=pe, branch_lanes=lanes, clock_hz=clock_mhz * 1e6)
+    scale = fabric.peak_flops_per_s / f.peak_flops_per_s
+    return dataclasses.replace(device, name=f"{device.name}@{pe_fraction:g}x{clock_mhz:g}MHz", fpga=fabric,
+                               peak_flops_per_s=tuple((d, p * scale) for d, p in device.peak_flops_per_s))
+
+
+def draft_variants(space: SearchSpace) -> list[tuple[DeviceSpec, float, float]]:
+    """(device, PE fraction, clock MHz) for every drafter; non-FPGA devices have one variant."""
+    out = []
+    for device in space.draft_devices:
+        if device.fpga is None:
+            out.append((device, 1.0, 0.0))
+        else:
+            out += [(fpga_variant(device, p, c), p, c) for p in space.fpga_pe_fractions for c in space.fpga_clocks_mhz]
+    return out
+
+
+def _static_shape(family: str, params: tuple, tree, profile, depth_cap: int) -> Shape:
+    widths = np.zeros(depth_cap)
+    level = tree.level_widths()
+    widths[:len(level)] = level
+    return Shape(family, params, widths, expected_tokens(tree, profile), float(sum(d + 1 for d in tree.depths)),
+                 _hit(profile, rank0_chain_length(tree)), max(level), tree.parents, tree.ranks, None)
+
+
+def _hit(profile: AcceptanceProfile, length: int) -> float:
+    return float(np.prod(profile.matrix(length + 1, 1)[:, 0]))
+
+
+@lru_cache(maxsize=4096)
+def _adapt_shape(profile: AcceptanceProfile, rule: AdaptRule, rounds: int, depth_cap: int) -> Shape:
+    est = simulate_adapt(profile, rule, rounds, seed=0)
+    widths = np.zeros(depth_cap)
+    widths[:min(depth_cap, len(est.nodes_per_level))] = est.nodes_per_level[:depth_cap]
+    depth = (est.round_widths > 0).sum(axis=1)
+    bonus = profile.matrix(est.round_widths.shape[1] + 1, 1)[:, 0][depth]
+    hit = float(np.mean((est.round_tokens - 1 == depth) * bonus))
+    pairs = 1.0 + float(np.sum(widths * (np.arange(depth_cap) + 2)))
+    params = (rule.k_max, rule.min_depth, rule.budget, rule.threshold, 0.0)
+    return Shape("adapt", params, widths, est.expected_tokens, pairs, hit, rule.k_max, None, None, rule)
+
+
+def shape_key(family: str, width: int, depth: int, budget: int) -> tuple:
+    """The key a point uses to find its tree: one sequence or a 1-ary tree is a chain, and an
+    optimal tree's width cap at or above its budget does not bind."""
+    if family in ("seq", "kary") and width == 1:
+        family = "chain"
+    if family == "optimal":
+        width = budget if width == 0 else min(width, budget)  # 0: no cap
+    return (family, 1 if family == "chain" else width, depth, budget if family == "optimal" else 0)
+
+
+def build_shapes(space: SearchSpace) -> tuple[list[Shape], dict]:
+    """Every static tree shape of the space (deduplicated) and the index of every key's tree."""
+    cap, profile = max(space.depths), space.acceptance
+    shapes, index, lookup = [], {}, {}
+
+    def add(key: tuple, family: str, params: tuple, tree) -> None:
+        tree_key = (tree.parents, tree.ranks)
+        if tree_key not in index:
+            index[tree_key] = len(shapes)
+            shapes.append(_static_shape(family, params, tree, profile, cap))
+        lookup.setdefault(key, index[tree_key])
+
+    for d in space.depths:
+        if "chain" in space.families:
+            add(shape_key("chain", 1, d, 0), "chain", (1, d, d, 0.0, 0.0), chain(d))
+        for w in space.widths:
+            if "seq" in space.families and w >= 2 and w * d <= MAX_SHAPE_NODES:
+                add(shape_key("seq", w, d, 0), "seq", (w, d, w * d, 0.0, 0.0), sequences(w, d))
+            nodes = sum(w ** i for i in range(1, d + 1))
+            if "kary" in space.families and w >= 2 and nodes <= MAX_SHAPE_NODES:
+                add(shape_key("kary", w, d, 0), "kary", (w, d, nodes, 0.0, 0.0), kary(w, d))
+        if "optimal" in space.families:
+            table = sequoia_dp(profile, max(space.budgets), d)
+            for b in space.budgets:
+                if np.isfinite(table.best[b + 1]):
+                    add(shape_key("optimal", b, d, b), "optimal", (b, d, b, 0.0, 0.0), dp_tree(table, b + 1))
+                for w in space.widths:
+                    if w < b:
+                        add(shape_key("optimal", w, d, b), "optimal", (w, d, b, 0.0, 0.0),
+                            greedy_tree(profile, b, d, w))
+    return shapes, lookup
+
+
+class Evaluation(NamedTuple):
+    """Objectives and diagnostics for an array of points (one entry per point)."""
+
+    tokens_per_s: np.ndarray  # all sequences of the batch
+    tokens_per_s_per_sequence: np.ndarray  # what one user sees: the search's first objective
+    j_per_token: np.ndarray
+    round_time_s: np.ndarray
+    speedup_vs_ar: np.ndarray
+    energy_efficiency_vs_ar: np.ndarray
+    expected_tokens_per_round: np.ndarray
+    draft_time_s: np.ndarray
+    verify_time_s: np.ndarray
+    link_time_s: np.ndarray
+    feasible: np.ndarray
+    reason: np.ndarray  # '' where feasible
+    constraint_width: np.ndarray  # max level width - lanes (<= 0 is feasible)
+    constraint_memory_bytes: np.ndarray  # required - capacity (<= 0 is feasible)
+
+
+def evaluate_points(space: SearchSpace, shapes: list[Shape], drafts: list[DeviceSpec], shape_idx, draft_idx,
+                    verify_idx, schedule_idx, batch) -> Evaluation:
+    """Closed-form objectives of many points at once (indices into shapes, drafts, space.verify_devices,
+    SCHEDULE_CHOICES); vectorised within each (draft, verify, batch) combination."""
+    shape_idx, draft_idx, verify_idx, schedule_idx, batch = (np.atleast_1d(np.asarray(a)) for a in (
+        shape_idx, draft_idx, verify_idx, schedule_idx, batch))
+    n = len(shape_idx)
+    out = {name: np.full(n, np.nan) for name in Evaluation._fields if name not in ("feasible", "reason")}
+    feasible, reason = np.ones(n, dtype=bool), np.full(n, "", dtype=object)
+    widths_all = np.stack([s.widths for s in shapes])
+    f_all = np.array([s.expected_tokens for s in shapes])
+    pairs_all = np.array([s.pairs for s in shapes])
+    hit_all = np.array([s.hit for s in shapes])
+    maxw_all = np.array([s.max_width for s in shapes])
+    combos = np.unique(np.stack([draft_idx, verify_idx, batch], axis=1), axis=0)
+    for d_i, v_i, b in combos:
+        m = np.flatnonzero((draft_idx == d_i) & (verify_idx == v_i) & (batch == b))
+        drafter, verifier, b = drafts[d_i], space.verify_devices[v_i], int(b)
+        same = drafter.name == verifier.name
+        s, k = shape_idx[m], schedule_idx[m]
+        widths, f, pairs, h = widths_all[s], f_all[s], pairs_all[s], hit_all[s]
+        nodes = widths.sum(axis=1)
+        d = tree_draft_time_s(space.draft, drafter, widths, space.context, b)[0]
+        v = tree_verify_cost(space.target, verifier, nodes, pairs, space.context, b).time_s
+        t_ar = float(processor_forward_cost(space.target, verifier, 1, space.context, b).time_s)
+        if same:
+            link_s, link_j = np.zeros(len(m)), np.zeros(len(m))
+        else:
+            link = space.link_for(drafter)
+            down, up = link_time(link, b * nodes * 16.0), link_time(link, b * f * 16.0)
+            link_s = down.time_s + up.time_s + (space.sync_s if link.path == "host-staged" else 0.0)
+            link_j = down.energy_j + up.energy_j
+        seq = d + link_s + v
+        over, wasted = overlap_cycle(d, link_s + v, h)
+        cycle = np.where(k == 0, seq, over)
+        fill = np.where(k == 2, np.maximum(0.0, cycle - v), 0.0)
+        tokens = b * f + b * fill / t_ar
+        draft_busy, verify_busy = d + np.where(k == 0, 0.0, wasted), v + fill
+        if same:
+            energy = device_energy_j(verifier.decode_power_w, verifier.idle_power_w,
+                                     np.minimum(cycle, draft_busy + verify_busy), cycle)
+        else:
+            energy = (device_energy_j(drafter.decode_power_w, drafter.idle_power_w, draft_busy, cycle)
+                      + device_energy_j(verifier.decode_power_w, verifier.idle_power_w, verify_busy, cycle))
+        j_per_token = (energy + link_j) / tokens
+        ar_j = verifier.decode_power_w * t_ar / b
+        # constraints: widths within the FPGA's lanes; target (+ draft on one device) within memory
+        lanes = drafter.fpga.branch_lanes if drafter.fpga is not None else np.inf
+        c_width = maxw_all[s] - lanes
+        positions = space.context + nodes + 1
+        need = memory_fit(space.target, verifier, positions, b).required_bytes
+        if same:
+            need = need + memory_fit(space.draft, verifier, positions, b).required_bytes
+        c_mem = need - verifier.memory_capacity_bytes
+        if not same:
+            c_mem = np.maximum(c_mem, memory_fit(space.draft, drafter, positions, b).required_bytes
+                               - drafter.memory_capacity_bytes)
+        values = dict(tokens_per_s=tokens / cycle, tokens_per_s_per_sequence=tokens / cycle / b,
+                      j_per_token=j_per_token, round_time_s=cycle,
+                      speedup_vs_ar=(tokens / cycle) / (b / t_ar), energy_efficiency_vs_ar=ar_j / j_per_token,
+                      expected_tokens_per_round=f, draft_time_s=d, verify_time_s=v, link_time_s=link_s,
+                      constraint_width=c_width, constraint_memory_bytes=c_mem)
+        for name, value in values.items():
+            out[name][m] = value
+        why = np.full(len(m), "", dtype=object)
+        why = np.where(c_mem > 0, f"model and KV cache do not fit '{verifier.name}' / '{drafter.name}'", why)
+        why = np.where(c_width > 0, f"a level is wider than the {lanes} lanes of '{drafter.name}'", why)
+        why = np.where((k > 0) & same, "overlap needs two devices", why)
+        reason[m] = why
+        feasible[m] = why == ""
+    return Evaluation(**out, feasible=feasible, reason=reason)
+
+
+class Grid(NamedTuple):
+    """Every point of a space's grid, as index arrays, with the tables the indices point into."""
+
+    shapes: list
+    drafts: list  # (device, pe fraction, clock MHz)
+    shape_idx: np.ndarray
+    draft_idx: np.ndarray
+    verify_idx: np.ndarray
+    schedule_idx: np.ndarray
+    batch: np.ndarray
+
+
+def build_grid(space: SearchSpace, shapes: list[Shape] | None = None) -> Grid:
+    """The full grid: every shape x drafter variant x verifier x schedule x batch (one schedule,
+    sequential, where draft and verify share a device)."""
+    shapes = shapes if shapes is not None else build_shapes(space)[0]
+    drafts = draft_variants(space)
+    schedules = [SCHEDULE_CHOICES.index(s) for s in space.schedules]
+    mesh = [a.ravel() for a in np.meshgrid(np.arange(len(shapes)), np.arange(len(drafts)),
+                                           np.arange(len(space.verify_devices)), schedules, space.batches,
+                                           indexing="ij")]
+    same = np.array([[d.name == v.name for v in space.verify_devices] for d, _, _ in drafts])[mesh[1], mesh[2]]
+    keep = ~same | (mesh[3] == SCHEDULE_CHOICES.index("sequential"))
+    return Grid(shapes, drafts, *(a[keep] for a in mesh))
+
+
+def point_config(space: SearchSpace, shape: Shape, drafter: DeviceSpec, verifier: DeviceSpec, schedule: str,
+                 batch: int) -> DecodeConfig:
+    """The DecodeConfig of one point, for `estimate`, the simulator and exports."""
+    same = drafter.name == verifier.name
+    tree = TreeSpec(shape.parents, shape.ranks) if shape.parents is not None else None
+    return DecodeConfig(space.target, SystemSpec(drafter, verifier, None if same else space.link_for(drafter)),
+                        space.draft, space.acceptance, tree=tree, dynamic=shape.rule,
+                        schedule="sequential" if schedule == "sequential" else "overlap",
+                        gpu_fill=schedule == "overlap-fill", batch=batch, context=space.context, sync_s=space.sync_s,
+                        name=f"{shape.family}{shape.params}")
+
+
+def adapt_shape(space: SearchSpace, drafter: DeviceSpec, verifier: DeviceSpec, batch: int, width: int, budget: int,
+                threshold: float, window_ratio: float) -> Shape:
+    """An ADAPT shape for one point: k_max = width (within lanes), D_min from the window ratio."""
+    step = float(device_forward_cost(space.draft, drafter, width, space.context, batch).time_s)
+    verify = float(tree_verify_cost(space.target, verifier, budget, None, space.context, batch).time_s)
+    depth_cap = max(space.depths)
+    d_min = int(min(depth_cap, max(1, math.ceil(window_ratio * verify / step - 1e-9))))
+    rule = AdaptRule(threshold, 0.0, width, budget, d_min, depth_cap)
+    return _adapt_shape(space.acceptance, rule, space.adapt_rounds, depth_cap)
