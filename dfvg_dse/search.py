@@ -144,7 +144,8 @@ CONSTRAINT_NAMES = ("width_over_lanes", "memory_over_capacity_gb", "overlap_on_o
 
 def _objective(space: SearchSpace):
     def objective(trial: optuna.Trial) -> tuple[float, float]:
-        record = evaluate_point(space, suggest_point(trial, space))
+        point = suggest_point(trial, space)
+        record = {**point, **evaluate_point(space, point)}  # the full design, derived values included
         for name, value in zip(CONSTRAINT_NAMES, record.pop("constraints")):
             trial.set_constraint(name, value)  # feasible when every value is <= 0
         trial.set_user_attr("record", json.dumps(record))  # one write per trial, not one per field

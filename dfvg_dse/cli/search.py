@@ -63,12 +63,11 @@ def _space(ctx, study: str | None, target: str | None, draft: str | None, accept
     links = hardware.get("links", {})
     link_specs = []
     for d in drafters:
-        if d.name in {v.name for v in verifiers}:
-            continue
         name = links.get(d.name) or d.host_link
-        if name is None:
+        if name is None and d.name not in {v.name for v in verifiers}:
             raise InputError(f"no link for draft device '{d.name}': name one under [hardware] links")
-        link_specs.append((d.name, catalog.link(name)))
+        if name is not None:
+            link_specs.append((d.name, catalog.link(name)))
     result = SearchSpace(target_model, draft_model, catalog.acceptance(chosen["acceptance"]), verifiers, drafters,
                          tuple(link_specs), sync_s=catalog.defaults().sync_per_round_s, **kwargs)
     return result, chosen

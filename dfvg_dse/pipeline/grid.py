@@ -62,8 +62,9 @@ class SearchSpace:
     adapt_rounds: int = 1000
     name: str = "default"
 
-    def link_for(self, draft: DeviceSpec) -> LinkSpec:
-        return dict(self.links)[draft.name.split("@")[0]]
+    def link_for(self, draft: DeviceSpec) -> LinkSpec | None:
+        """The link from a drafter (or one of its FPGA variants) to the verifier; None if the space has none."""
+        return dict(self.links).get(draft.name.split("@")[0])
 
 
 class Shape(NamedTuple):
@@ -86,8 +87,11 @@ def fpga_variant(device: DeviceSpec, pe_fraction: float, clock_mhz: float) -> De
     lanes = max(1, int(round(f.branch_lanes * pe_fraction)))
     fabric = dataclasses.replace(f, pe_dsp_count=pe, branch_lanes=lanes, clock_hz=clock_mhz * 1e6)
     scale = fabric.peak_flops_per_s / f.peak_flops_per_s
+    # Dynamic power follows the active PEs and the clock; the static part stays (assumed linear).
+    power = device.idle_power_w + (device.decode_power_w - device.idle_power_w) * scale
     return dataclasses.replace(device, name=f"{device.name}@{pe_fraction:g}x{clock_mhz:g}MHz", fpga=fabric,
-                               peak_flops_per_s=tuple((d, p * scale) for d, p in device.peak_flops_per_s))
+                               peak_flops_per_s=tuple((d, p * scale) for d, p in device.peak_flops_per_s),
+                               decode_power_w=power)
 
 
 def draft_variants(space: SearchSpace) -> list[tuple[DeviceSpec, float, float]]:
@@ -213,10 +217,10 @@ def evaluate_points(space: SearchSpace, shapes: list[Shape], drafts: list[Device
         d = tree_draft_time_s(space.draft, drafter, widths, space.context, b)[0]
         v = tree_verify_cost(space.target, verifier, nodes, pairs, space.context, b).time_s
         t_ar = float(processor_forward_cost(space.target, verifier, 1, space.context, b).time_s)
-        if same:
+        link = None if same else space.link_for(drafter)
+        if link is None:
             link_s, link_j = np.zeros(len(m)), np.zeros(len(m))
         else:
-            link = space.link_for(drafter)
             down, up = link_time(link, b * nodes * 16.0), link_time(link, b * f * 16.0)
             link_s = down.time_s + up.time_s + (space.sync_s if link.path == "host-staged" else 0.0)
             link_j = down.energy_j + up.energy_j
@@ -256,6 +260,8 @@ def evaluate_points(space: SearchSpace, shapes: list[Shape], drafts: list[Device
         why = np.where(c_mem > 0, f"model and KV cache do not fit '{verifier.name}' / '{drafter.name}'", why)
         why = np.where(c_width > 0, f"a level is wider than the {lanes} lanes of '{drafter.name}'", why)
         why = np.where((k > 0) & same, "overlap needs two devices", why)
+        if not same and link is None:
+            why[:] = f"no link from '{drafter.name}' to '{verifier.name}' in the space"
         reason[m] = why
         feasible[m] = why == ""
     return Evaluation(**out, feasible=feasible, reason=reason)

@@ -1,0 +1,60 @@
+"""Search benchmarks (issue 5): a 2,000-trial search on the default space (target <= 60 s), an
+exhaustive grid of >= 1e5 points (target <= 10 s), and the search front's hypervolume as a share
+of the exact front (target >= 0.99). Prints figures; asserts nothing about time.
+
+Run: python benchmarks/bench_search.py   (about a minute and a half)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import tempfile
+import time
+
+from dfvg_dse.catalog import Catalog
+from dfvg_dse.pipeline.grid import SearchSpace
+from dfvg_dse.pipeline.pareto import hypervolume
+from dfvg_dse.search import run_search, sweep_frame, trials_frame
+
+
+def default_space(c: Catalog) -> SearchSpace:
+    gpu = c.device("rtx-4090")
+    drafts = (c.device("v80"), c.device("u280"), gpu, c.device("xeon-silver-4310"))
+    links = tuple((d.name, c.link(d.host_link)) for d in drafts)
+    return SearchSpace(c.model("qwen3-8b").with_dtypes("float16", "float16"),
+                       c.model("qwen3-0.6b").with_dtypes("bfloat16", "bfloat16"),
+                       c.acceptance("pair:qwen3-8b/qwen3-0.6b"), (gpu,), drafts, links,
+                       sync_s=c.defaults().sync_per_round_s)
+
+
+def main() -> None:
+    c = Catalog.open()
+    space = default_space(c)
+    # a larger grid: three verifiers and five batch sizes
+    big = dataclasses.replace(space, verify_devices=(c.device("rtx-4090"), c.device("a100-80gb"), c.device("l40s")),
+                              batches=(1, 2, 4, 8, 16))
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        grid = sweep_frame(big)
+        times.append(time.perf_counter() - start)
+    print(f"grid: {len(grid):,} points evaluated in median {statistics.median(times):.2f} s "
+          f"(min {min(times):.2f}, max {max(times):.2f}; 3 runs)")
+    exact = sweep_frame(space)
+    exact = exact[exact["feasible"]][["tokens_per_s_per_sequence", "j_per_token"]].to_numpy()
+    reference = (0.0, float(exact[:, 1].max()) * 1.1)
+    for seed in (0, 1):
+        with tempfile.TemporaryDirectory() as tmp:
+            start = time.perf_counter()
+            study = run_search(space, f"sqlite:///{tmp}/bench.db", "bench", 2000, seed=seed)
+            seconds = time.perf_counter() - start
+            frame = trials_frame(study)
+        found = frame[frame["feasible"]][["tokens_per_s_per_sequence", "j_per_token"]].to_numpy()
+        share = hypervolume(found, reference) / hypervolume(exact, reference)
+        print(f"search seed {seed}: 2,000 trials (SQLite storage) in {seconds:.1f} s; hypervolume "
+              f"{100 * share:.2f}% of the exact front")
+
+
+if __name__ == "__main__":
+    main()
