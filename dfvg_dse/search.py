@@ -25,6 +25,7 @@ from dfvg_dse.pipeline.grid import (SCHEDULE_CHOICES, SearchSpace, adapt_shape, 
                                     draft_variants, evaluate_points, fpga_variant, shape_key)
 from dfvg_dse.pipeline.pareto import pareto_mask
 from dfvg_dse.specs import InputError
+from dfvg_dse.tree import greedy_tree
 
 SAMPLERS = ("nsga2", "tpe", "random", "qmc")
 # Per-sequence speed, not the batch's aggregate: with an aggregate a larger batch would win both
@@ -60,6 +61,7 @@ def suggest_point(trial: optuna.Trial, space: SearchSpace) -> dict:
     if point["family"] == "adapt":
         point["threshold"] = trial.suggest_categorical("threshold", list(space.thresholds))
         point["window_ratio"] = trial.suggest_categorical("window_ratio", list(space.window_ratios))
+        point["temperature"] = trial.suggest_categorical("temperature", list(space.temperatures))
     point["batch"] = trial.suggest_categorical("batch", list(space.batches))
     point["draft_device"] = trial.suggest_categorical("draft_device", [d.name for d in space.draft_devices])
     point["verify_device"] = trial.suggest_categorical("verify_device", [d.name for d in space.verify_devices])
@@ -72,13 +74,14 @@ def suggest_point(trial: optuna.Trial, space: SearchSpace) -> dict:
     return point
 
 
-ORDERED = ("depth", "width", "width_cap", "budget", "threshold", "window_ratio", "batch", "fpga_pe_fraction",
-           "fpga_clock_mhz")
+ORDERED = ("depth", "width", "width_cap", "budget", "threshold", "window_ratio", "temperature", "batch",
+           "fpga_pe_fraction", "fpga_clock_mhz")
 
 
 def _choices(space: SearchSpace, name: str) -> tuple:
     return {"family": space.families, "depth": space.depths, "width": space.widths, "width_cap": (*space.widths, 0),
             "budget": space.budgets, "threshold": space.thresholds, "window_ratio": space.window_ratios,
+            "temperature": space.temperatures,
             "schedule": space.schedules, "batch": space.batches, "fpga_pe_fraction": space.fpga_pe_fractions,
             "fpga_clock_mhz": space.fpga_clocks_mhz, "draft_device": tuple(d.name for d in space.draft_devices),
             "verify_device": tuple(d.name for d in space.verify_devices)}[name]
@@ -101,7 +104,7 @@ def neighbours(params: dict, space: SearchSpace) -> list[dict]:
             moved = {**params, name: other}
             if name == "family":  # drop the old family's parameters
                 moved = {k: v for k, v in moved.items() if k not in ("width", "width_cap", "budget", "threshold",
-                                                                     "window_ratio")}
+                                                                     "window_ratio", "temperature")}
             if name == "draft_device":
                 moved = {k: v for k, v in moved.items() if k not in ("fpga_pe_fraction", "fpga_clock_mhz",
                                                                      "schedule")}
@@ -120,7 +123,7 @@ def evaluate_point(space: SearchSpace, point: dict) -> dict:
     shapes = prepared.shapes
     if point["family"] == "adapt":
         shapes = [adapt_shape(space, drafter, verifier, point["batch"], point["width"], point["budget"],
-                              point["threshold"], point["window_ratio"])]
+                              point["threshold"], point["window_ratio"], point["temperature"])]
         index = 0
     else:
         index = prepared.lookup.get(shape_key(point["family"], point["width"], point["depth"], point["budget"]))
@@ -134,8 +137,13 @@ def evaluate_point(space: SearchSpace, point: dict) -> dict:
     record["feasible"], record["reason"] = bool(ev.feasible[0]), str(ev.reason[0])
     overlap_one_device = 1.0 if ("one device" in record["reason"]) else -1.0
     record["constraints"] = (record["constraint_width"], record["constraint_memory_bytes"] / 1e9, overlap_one_device)
-    if shapes[index].parents is not None:
-        record["parents"], record["ranks"] = list(shapes[index].parents), list(shapes[index].ranks)
+    shape = shapes[index]
+    if shape.parents is not None:
+        record["parents"], record["ranks"] = list(shape.parents), list(shape.ranks)
+    else:  # ADAPT: its expected shape as a static tree, for exports to engines that take one
+        levels = int(np.count_nonzero(shape.widths > 0.5)) or 1
+        tree = greedy_tree(space.acceptance, max(1, int(round(shape.widths.sum()))), levels, shape.max_width)
+        record["parents"], record["ranks"] = list(tree.parents), list(tree.ranks)
     return record
 
 
@@ -278,7 +286,8 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
 
 
 def sweep_frame(space: SearchSpace) -> pd.DataFrame:
-    """The exhaustive grid of the space, evaluated vectorised: one row per point."""
+    """The exhaustive grid of the space, evaluated vectorised: one row per point (static trees;
+    ADAPT needs a Monte Carlo run per point and is left to the search)."""
     prepared = prepare(space)
     grid = build_grid(space, prepared.shapes)
     drafts = draft_variants(space)

@@ -19,7 +19,7 @@ ALLOWED = {
     "tree.*": {"units", "specs", "acceptance"},
     "pipeline.*": {"units", "specs", "costs", "acceptance", "tree"},
     "sim": {"units", "specs", "costs", "acceptance"},
-    "search": {"units", "specs", "pipeline"},
+    "search": {"units", "specs", "pipeline", "tree"},
     "report.*": {"units", "specs", "costs", "acceptance", "tree", "pipeline", "sim", "search"},
     "export": {"units", "specs", "report", "search", "tree"},
     "cli.*": {"units", "specs", "catalog", "report", "acceptance", "tree", "pipeline", "sim", "search", "export",

@@ -23,7 +23,8 @@ from dfvg_dse.specs import InputError
 DEFAULTS = {"target": "qwen3-8b", "draft": "qwen3-0.6b", "target_dtype": "float16", "draft_dtype": "bfloat16",
             "verify_devices": ["rtx-4090"], "draft_devices": ["v80", "u280", "rtx-4090", "xeon-silver-4310"]}
 SPACE_KEYS = {"families": str, "widths": int, "depths": int, "budgets": int, "thresholds": float,
-              "window_ratios": float, "schedules": str, "batches": int, "fpga_pe_fractions": float,
+              "window_ratios": float, "temperatures": float, "schedules": str, "batches": int,
+              "fpga_pe_fractions": float,
               "fpga_clocks_mhz": float}
 
 
@@ -130,7 +131,8 @@ def _finish_run(path: Path, study, space: SearchSpace, chosen: dict, seed: int, 
 
 def _space_summary(space: SearchSpace) -> dict:
     return {"families": space.families, "widths": space.widths, "depths": space.depths, "budgets": space.budgets,
-            "thresholds": space.thresholds, "window_ratios": space.window_ratios, "schedules": space.schedules,
+            "thresholds": space.thresholds, "window_ratios": space.window_ratios,
+            "temperatures": space.temperatures, "schedules": space.schedules,
             "batches": space.batches, "fpga_pe_fractions": space.fpga_pe_fractions,
             "fpga_clocks_mhz": space.fpga_clocks_mhz, "context": space.context,
             "verify_devices": [d.name for d in space.verify_devices],
@@ -244,6 +246,9 @@ def sweep_cmd(ctx, study, target, draft, acceptance, verify_device, draft_device
     """Evaluate the whole space on its grid (vectorised) and write the exact Pareto front."""
     started = time.time()
     space, chosen = _space(ctx, study, target, draft, acceptance, verify_device, draft_device)
+    if space.families == ("adapt",):
+        raise InputError("sweep evaluates static tree families on a grid; ADAPT needs a Monte Carlo run per point: "
+                         "use search for it")
     grid = sweep_frame(space)
     seconds = time.time() - started
     feasible = grid[grid["feasible"]]

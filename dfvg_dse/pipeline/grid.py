@@ -53,6 +53,7 @@ class SearchSpace:
     budgets: tuple[int, ...] = (8, 16, 32, 64)
     thresholds: tuple[float, ...] = (0.0, 0.05, 0.1, 0.2)  # adapt: tau
     window_ratios: tuple[float, ...] = (0.5, 1.0, 1.5)  # adapt: D_min = ceil(ratio x T_verify / T_draft_step)
+    temperatures: tuple[float, ...] = (0.0,)  # adapt: Gumbel top-k temperature T
     schedules: tuple[str, ...] = SCHEDULE_CHOICES
     batches: tuple[int, ...] = (1, 2, 4, 8)
     fpga_pe_fractions: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0)
@@ -306,11 +307,11 @@ def point_config(space: SearchSpace, shape: Shape, drafter: DeviceSpec, verifier
 
 
 def adapt_shape(space: SearchSpace, drafter: DeviceSpec, verifier: DeviceSpec, batch: int, width: int, budget: int,
-                threshold: float, window_ratio: float) -> Shape:
+                threshold: float, window_ratio: float, temperature: float = 0.0) -> Shape:
     """An ADAPT shape for one point: k_max = width (within lanes), D_min from the window ratio."""
     step = float(device_forward_cost(space.draft, drafter, width, space.context, batch).time_s)
     verify = float(tree_verify_cost(space.target, verifier, budget, None, space.context, batch).time_s)
     depth_cap = max(space.depths)
     d_min = int(min(depth_cap, max(1, math.ceil(window_ratio * verify / step - 1e-9))))
-    rule = AdaptRule(threshold, 0.0, width, budget, d_min, depth_cap)
+    rule = AdaptRule(threshold, temperature, width, budget, d_min, depth_cap)
     return _adapt_shape(space.acceptance, rule, space.adapt_rounds, depth_cap)

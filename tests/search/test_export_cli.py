@@ -97,3 +97,36 @@ def test_exports_say_what_the_engine_cannot_express():
         "assistant_model": "Qwen/Qwen3-0.6B", "num_assistant_tokens": 5, "num_assistant_tokens_schedule": "constant"}
     assert engine_config(CHAIN, "trtllm")["DraftTargetDecodingConfig"]["max_draft_len"] == 5
     assert engine_config(DESIGN, "trtllm")["EagleDecodingConfig"]["eagle_choices"] == [[0], [1], [0, 0]]
+
+
+ADAPT_STUDY = """
+[models]
+target = "qwen3-8b"
+draft = "qwen3-0.6b"
+[hardware]
+draft_devices = ["v80"]
+[space]
+families = ["adapt", "chain"]
+widths = [8, 16]
+budgets = [32]
+thresholds = [0.0, 0.1]
+temperatures = [0.0, 0.5]
+depths = [4, 8]
+batches = [1]
+fpga_pe_fractions = [1.0]
+fpga_clocks_mhz = [300.0]
+"""
+
+
+def test_adapt_designs_are_searched_and_exported_as_their_expected_tree(run, tmp_path):
+    study = tmp_path / "adapt.toml"
+    study.write_text(ADAPT_STUDY)
+    result = run("search", "--study", str(study), "--trials", "20", "--results-dir", str(tmp_path), "--run-id", "a",
+                 "--json")
+    assert result.exit_code == 0, result.stderr
+    assert "hypervolume_fraction" not in json.loads(result.stdout)  # no exact front with Monte Carlo shapes
+    trials = (tmp_path / "a" / "trials.csv").read_text()
+    assert "adapt" in trials and "temperature" in trials
+    exported = json.loads(run("export", str(tmp_path / "a"), "--format", "json").stdout)
+    assert exported["parents"][0] == -1 and len(exported["parents"]) > 1
+    assert run("sweep", "--study", str(study), "--results-dir", str(tmp_path), "--run-id", "s").exit_code == 0
