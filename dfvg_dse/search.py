@@ -174,9 +174,14 @@ def make_sampler(name: str, seed: int) -> optuna.samplers.BaseSampler:
 
 
 def storage(url: str) -> optuna.storages.RDBStorage:
-    """An RDB storage (SQLite file, PostgreSQL, any SQLAlchemy URL)."""
-    return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 60}}
-                                      if url.startswith("sqlite") else {})
+    """An RDB storage (SQLite file, PostgreSQL, any SQLAlchemy URL); a bad URL is one InputError line."""
+    try:
+        return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 60}}
+                                          if url.startswith("sqlite") else {})
+    except Exception as err:  # SQLAlchemy and drivers raise many types for a bad URL or an unreachable server
+        cause = err.__cause__ or err.__context__ or err  # optuna wraps the driver's own reason
+        text = str(cause).strip() or type(cause).__name__
+        raise InputError(f"--storage {url}: cannot open it: {text.splitlines()[0]}") from None
 
 
 def open_study(url: str, name: str, resume: bool) -> optuna.Study:

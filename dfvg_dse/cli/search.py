@@ -18,6 +18,7 @@ from dfvg_dse.report.engines import FORMATS, engine_config
 from dfvg_dse.report.plots import plot_importance, plot_pareto
 from dfvg_dse.report.tables import pareto_info
 from dfvg_dse.search import SAMPLERS, param_importances, run_search, sweep_frame, trials_frame
+from dfvg_dse.search import storage as open_storage
 from dfvg_dse.specs import InputError
 
 DEFAULTS = {"target": "qwen3-8b", "draft": "qwen3-0.6b", "target_dtype": "float16", "draft_dtype": "bfloat16",
@@ -200,6 +201,8 @@ def search_cmd(ctx, study, target, draft, acceptance, verify_device, draft_devic
     base = export.results_dir(results_dir)
     run_id = run_id or (export.latest_run(base) if resume else
                         "search-" + datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S"))
+    if storage and not resume:
+        open_storage(storage)  # a bad URL fails before any folder is made
     path = export.run_dir(base, run_id, force=force, resume=resume)
     url = storage or f"sqlite:///{(path / 'study.db').resolve()}"
     if not resume:
