@@ -5,7 +5,7 @@ maximise) and J/token (to minimise) from the vectorised closed forms of pipeline
 constraints (a level wider than the FPGA's lanes, memory that does not fit, overlap on one device)
 go through Optuna's constraints mechanism, <= 0 feasible, and every trial keeps its reason.
 Studies live in an RDB storage (SQLite in the run folder by default, any SQLAlchemy URL such as
-postgresql://...), so a killed run resumes without losing a completed trial, and several
+postgresql+psycopg2://...), so a killed run resumes without losing a completed trial, and several
 processes can work on one study.
 """
 

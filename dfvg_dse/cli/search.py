@@ -190,7 +190,7 @@ def _design(row, space: SearchSpace, chosen: dict) -> dict:
 @click.option("--resume", is_flag=True, help="Continue a run (after a crash or kill) up to --trials.")
 @click.option("--force", is_flag=True, help="Replace an existing run folder.")
 @click.option("--n-workers", type=click.IntRange(1, 64), default=1, show_default=True, help="Local processes.")
-@click.option("--storage", help="Optuna RDB URL shared by workers (e.g. postgresql://...) [default: SQLite in the run].")
+@click.option("--storage", help="Optuna RDB URL shared by workers (e.g. postgresql+psycopg2://user@host/db) [default: SQLite in the run].")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout, no progress bar.")
 @click.pass_context
 def search_cmd(ctx, study, target, draft, acceptance, verify_device, draft_device, trials, seed, sampler, results_dir,
