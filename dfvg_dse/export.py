@@ -96,6 +96,17 @@ def write_plot(path: Path, draw) -> Path:
     return atomic_write(path, draw)
 
 
+def read_manifest(path: Path) -> dict:
+    """A run's manifest.json."""
+    manifest_path = path / "manifest.json"
+    if not manifest_path.is_file():
+        raise InputError(f"{path}: no manifest.json; not a run folder")
+    try:
+        return json.loads(manifest_path.read_text())
+    except json.JSONDecodeError as err:
+        raise InputError(f"{manifest_path}: not valid JSON: {err.msg}") from None
+
+
 def read_run(path: Path) -> tuple[dict, pd.DataFrame]:
     """A finished run's manifest and trial table (for `pareto` and `export`)."""
     manifest_path = path / "manifest.json"

@@ -89,7 +89,6 @@ def profile_document(profile: AcceptanceProfile, meta: dict) -> dict:
 def read_tree_document(path: Path) -> dict:
     """A tree file: JSON or TOML with `parents` (and optional `ranks`) or `choices`."""
     data = read_json(path) if path.suffix == ".json" else read_toml(path)
-    keys = {"parents", "choices"} & set(data)
-    if len(keys) != 1:
-        raise CatalogError(f"{path}: a tree file needs exactly one of 'parents' or 'choices'")
+    if not {"parents", "choices"} & set(data):
+        raise CatalogError(f"{path}: a tree file needs 'parents' (with optional 'ranks') or 'choices'")
     return data

@@ -79,6 +79,8 @@ def estimate_cmd(ctx, target, draft, draft_device, verify_device, link_name, acc
                  gpu_fill, batch, context, target_dtype, draft_dtype, attention_efficiency, stochastic, sync_us,
                  run_sim, rounds, seed, as_json):
     """Tokens/s, J/token and stage breakdown of one design (tree or dynamic rule, placement, schedule)."""
+    if gpu_fill and schedule != "overlap":
+        raise InputError("--gpu-fill needs --schedule overlap (the verifier fills the time it waits for a draft)")
     catalog = catalog_of(ctx)
     target_model = catalog.model(target).with_dtypes(target_dtype, target_dtype)
     verify = catalog.device(verify_device)
@@ -135,10 +137,11 @@ def estimate_cmd(ctx, target, draft, draft_device, verify_device, link_name, acc
     if not result.feasible:
         click.echo(f"infeasible: {result.reason}")
         return
-    click.echo(f"{record['tokens_per_s']:.1f} tokens/s ({record['speedup_vs_ar']:.2f}x AR's "
+    per_sequence = f" = {record['tokens_per_s'] / batch:.1f} per sequence x {batch}" if batch > 1 else ""
+    click.echo(f"{record['tokens_per_s']:.1f} tokens/s{per_sequence} ({record['speedup_vs_ar']:.2f}x AR's "
                f"{record['ar_tokens_per_s']:.1f}), {record['j_per_token']:.3f} J/token "
                f"({record['energy_efficiency_vs_ar']:.2f}x AR's tokens/J; {record['energy_efficiency_vs_ar_2dev']:.2f}x "
-               f"against two AR devices)")
+               f"against an AR baseline on two such GPUs, as in the DFVG paper)")
     click.echo(f"round {record['round_time_s'] * 1e3:.3f} ms, {record['expected_tokens_per_round']:.3f} tokens per "
                f"round per sequence, {record['draft_nodes_per_round']:.1f} draft tokens, widths "
                f"{[round(w, 2) for w in record['level_widths']]}")
@@ -229,7 +232,8 @@ def compare_cmd(ctx, preset, target, draft, gpu, fpga, cpu, second_gpu, fpga_lin
             _print_compare(f"\n{run['target']} / {run['draft']} on {p['gpu']} + {p['fpga']}"
                            + (f" ({run['note']})" if run["note"] else ""), run["scenarios"])
         paper = p["paper"]
-        click.echo(f"\npaper ({paper['source']}): speedup {paper['speedup_range'][0]}-{paper['speedup_range'][1]}x, "
+        click.echo("\nhw-branch .. +overlap rebuild DFVG's ablation; its last step is the full dfvg design")
+        click.echo(f"paper ({paper['source']}): speedup {paper['speedup_range'][0]}-{paper['speedup_range'][1]}x, "
                    f"energy efficiency {paper['energy_efficiency_range'][0]}-{paper['energy_efficiency_range'][1]}x "
                    f"(baselines on two GPUs), ablation {paper['ablation']}, communication "
                    f"{100 * paper['communication_share_range'][0]:.2f}-{100 * paper['communication_share_range'][1]:.1f}%")

@@ -29,11 +29,23 @@ SPACE_KEYS = {"families": str, "widths": int, "depths": int, "budgets": int, "th
               "fpga_clocks_mhz": float}
 
 
-def _space(ctx, study: str | None, target: str | None, draft: str | None, acceptance: str | None,
-           verify: tuple, drafts: tuple) -> tuple[SearchSpace, dict]:
+RANGES = {"widths": (1, None), "depths": (1, None), "budgets": (1, None), "batches": (1, None),
+          "thresholds": (0.0, 0.999), "window_ratios": (1e-6, None), "temperatures": (0.0, None),
+          "fpga_pe_fractions": (1e-6, 1.0), "fpga_clocks_mhz": (1e-6, None)}
+
+
+def _request(ctx, study: str | None, target, draft, acceptance, verify: tuple, drafts: tuple) -> dict:
+    """What the user asked for: the parsed study file and the flags (kept in the manifest for --resume)."""
+    return {"study": catalog_of(ctx).read_study(study) if study else {}, "study_path": study, "target": target,
+            "draft": draft, "acceptance": acceptance, "verify": list(verify), "drafts": list(drafts)}
+
+
+def _space(ctx, request: dict) -> tuple[SearchSpace, dict]:
     """A SearchSpace from the shipped defaults, a study file and the flags (flags win)."""
     catalog = catalog_of(ctx)
-    doc = catalog.read_study(study) if study else {}
+    doc, study = request["study"], request["study_path"] or "study"
+    target, draft, acceptance = request["target"], request["draft"], request["acceptance"]
+    verify, drafts = request["verify"], request["drafts"]
     models, hardware, space = doc.get("models", {}), doc.get("hardware", {}), dict(doc.get("space", {}))
     chosen = {"target": target or models.get("target", DEFAULTS["target"]),
               "draft": draft or models.get("draft", DEFAULTS["draft"]),
@@ -52,6 +64,11 @@ def _space(ctx, study: str | None, target: str | None, draft: str | None, accept
         if not isinstance(value, list) or not value or not all(isinstance(v, (int, float, str)) for v in value):
             raise InputError(f"{study}: [space] {key} = {value!r}: needs a non-empty list")
         kwargs[key] = tuple(SPACE_KEYS[key](v) for v in value)
+        low, high = RANGES.get(key, (None, None))
+        bad = [v for v in kwargs[key] if (low is not None and v < low) or (high is not None and v > high)]
+        if bad:
+            raise InputError(f"{study}: [space] {key}: {bad[0]!r} is out of range "
+                             f"({'>= ' + str(low) if low is not None else ''}{', <= ' + str(high) if high else ''})")
     for key, allowed in (("families", FAMILIES), ("schedules", SCHEDULE_CHOICES)):
         bad = [v for v in kwargs.get(key, ()) if v not in allowed]
         if bad:
@@ -88,8 +105,8 @@ def _progress(total: int, already: int, quiet: bool):
     return bar, advance
 
 
-def _finish_run(path: Path, study, space: SearchSpace, chosen: dict, seed: int, sampler: str, url: str,
-                started: float) -> dict:
+def _finish_run(path: Path, study, space: SearchSpace, chosen: dict, request: dict, seed: int, sampler: str,
+                url: str, started: float) -> dict:
     frame = trials_frame(study)
     info = pareto_info(frame)
     for column in ("parents", "ranks"):  # lists as JSON text in the tables
@@ -110,10 +127,14 @@ def _finish_run(path: Path, study, space: SearchSpace, chosen: dict, seed: int, 
                "recommended": {k: {"tokens_per_s": v["expected"]["tokens_per_s"],
                                    "tokens_per_s_per_sequence": v["expected"]["tokens_per_s_per_sequence"],
                                    "j_per_token": v["expected"]["j_per_token"], "family": v["family"],
-                                   "schedule": v["schedule"], "draft_device": v["draft_device"]}
+                                   "schedule": v["schedule"], "draft_device": v["draft_device"],
+                                   "verify_device": v["verify_device"], "batch": v["batch"]}
                                for k, v in recommended.items()},
                "importances": importances}
-    if "adapt" not in space.families:  # the exact front is cheap: report how much of it the search found
+    if not recommended:
+        reasons = frame.loc[~frame["feasible"], "reason"].value_counts()
+        summary["no_feasible_design"] = str(reasons.index[0]) if len(reasons) else "no trial completed"
+    if "adapt" not in space.families and recommended:  # the exact front is cheap: how much of it was found
         grid = sweep_frame(space)
         feasible = grid[grid["feasible"]]
         exact = feasible[["tokens_per_s_per_sequence", "j_per_token"]].to_numpy()
@@ -123,7 +144,7 @@ def _finish_run(path: Path, study, space: SearchSpace, chosen: dict, seed: int, 
         summary["hypervolume_fraction"] = hypervolume(found, reference) / hypervolume(exact, reference) \
             if len(found) else 0.0
     manifest = {"kind": "search", "version": __version__, "created": datetime.now(timezone.utc).isoformat(),
-                "seed": seed, "sampler": sampler, "storage": url, "inputs": chosen,
+                "seed": seed, "sampler": sampler, "storage": url, "inputs": chosen, "request": request,
                 "space": {k: list(v) if isinstance(v, tuple) else v for k, v in _space_summary(space).items()},
                 "git_revision": _git_revision(), "summary": summary}
     export.write_json(path / "manifest.json", manifest)
@@ -197,24 +218,31 @@ def search_cmd(ctx, study, target, draft, acceptance, verify_device, draft_devic
                run_id, resume, force, n_workers, storage, as_json):
     """Multi-objective search (tokens/s up, J/token down) over trees, schedules, batch and hardware."""
     started = time.time()
-    space, chosen = _space(ctx, study, target, draft, acceptance, verify_device, draft_device)
     base = export.results_dir(results_dir)
     run_id = run_id or (export.latest_run(base) if resume else
                         "search-" + datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S"))
+    request = _request(ctx, study, target, draft, acceptance, verify_device, draft_device)
+    if resume and not (study or target or draft or acceptance or verify_device or draft_device):
+        saved = export.read_manifest(base / run_id)  # the space the run was started with
+        if "request" not in saved:
+            raise InputError(f"{base / run_id}: its manifest has no saved request; pass the same --study and flags")
+        request = saved["request"]
+    space, chosen = _space(ctx, request)
     if storage and not resume:
         open_storage(storage)  # a bad URL fails before any folder is made
     path = export.run_dir(base, run_id, force=force, resume=resume)
     url = storage or f"sqlite:///{(path / 'study.db').resolve()}"
     if not resume:
         export.write_json(path / "manifest.json", {"kind": "search", "status": "running", "seed": seed,
-                                                   "sampler": sampler, "storage": url, "inputs": chosen})
+                                                   "sampler": sampler, "storage": url, "inputs": chosen,
+                                                   "request": request})
     bar, advance = _progress(trials, 0, as_json)
     try:
         study_obj = run_search(space, url, run_id, trials, seed, sampler, resume, n_workers, advance)
     finally:
         if bar is not None:
             bar.render_finish()
-    summary = _finish_run(path, study_obj, space, chosen, seed, sampler, url, started)
+    summary = _finish_run(path, study_obj, space, chosen, request, seed, sampler, url, started)
     if as_json:
         emit_json(summary)
         return
@@ -225,8 +253,10 @@ def search_cmd(ctx, study, target, draft, acceptance, verify_device, draft_devic
                    f"{summary['grid_points']:,} grid points")
     for name, rec in summary["recommended"].items():
         click.echo(f"{name:15s} {rec['tokens_per_s_per_sequence']:8.1f} tokens/s per sequence "
-                   f"{rec['j_per_token']:7.3f} J/token  "
-                   f"{rec['family']}, {rec['schedule']}, draft on {rec['draft_device']}")
+                   f"{rec['j_per_token']:7.3f} J/token  {rec['family']}, {rec['schedule']}, batch {rec['batch']}, "
+                   f"draft on {rec['draft_device']}, verify on {rec['verify_device']}")
+    if "no_feasible_design" in summary:
+        click.echo(f"no feasible design; most trials failed with: {summary['no_feasible_design']}")
     click.echo(f"plots: {path / 'pareto.png'}; configs: dfvg-dse export {path} --format vllm")
 
 
@@ -248,7 +278,7 @@ def sweep_cmd(ctx, study, target, draft, acceptance, verify_device, draft_device
               compare_run, save_grid, as_json):
     """Evaluate the whole space on its grid (vectorised) and write the exact Pareto front."""
     started = time.time()
-    space, chosen = _space(ctx, study, target, draft, acceptance, verify_device, draft_device)
+    space, chosen = _space(ctx, _request(ctx, study, target, draft, acceptance, verify_device, draft_device))
     if space.families == ("adapt",):
         raise InputError("sweep evaluates static tree families on a grid; ADAPT needs a Monte Carlo run per point: "
                          "use search for it")
@@ -311,7 +341,7 @@ def pareto_cmd(run, as_json):
 
 @cli.command("export")
 @click.argument("run", type=click.Path(file_okay=False))
-@click.option("--pick", type=click.Choice(["max-throughput", "min-energy", "knee"]), default="knee", show_default=True)
+@click.option("--pick", type=click.Choice(["max-throughput", "min-energy", "knee"]), help="[default: knee]")
 @click.option("--trial", type=int, help="Export this trial instead of a pick.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="json", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here [default: RUN/export-PICK.FORMAT.json].")
@@ -320,6 +350,9 @@ def export_cmd(run, pick, trial, fmt, output):
     path = Path(run)
     manifest, frame = export.read_run(path)
     recommended_path = path / "recommended.json"
+    if trial is not None and pick is not None:
+        raise InputError("give --pick or --trial, not both")
+    pick = pick or "knee"
     if trial is None:
         if not recommended_path.is_file():
             raise InputError(f"{path}: no recommended.json (no feasible design); use --trial N")
@@ -339,7 +372,7 @@ def export_cmd(run, pick, trial, fmt, output):
                   **_row_design(row, manifest, template)}
     config = engine_config(design, fmt)
     name = f"trial-{trial}" if trial is not None else pick
-    out = Path(output) if output else path / f"export-{name}.{fmt}.json"
+    out = Path(output) if output else path / (f"export-{name}.json" if fmt == "json" else f"export-{name}.{fmt}.json")
     export.write_json(out, config)
     emit_json(config)
 

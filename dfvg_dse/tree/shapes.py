@@ -102,8 +102,9 @@ def from_parents(parents, ranks=None, name: str = "") -> TreeSpec:
 
 
 def from_document(data: dict, name: str = "") -> TreeSpec:
-    """A tree document (a file's `parents` + optional `ranks`, or `choices`) -> TreeSpec."""
-    if "choices" in data:
+    """A tree document (a file's `parents` + optional `ranks`, or `choices`) -> TreeSpec; with both
+    (an exported design), the parents win."""
+    if "choices" in data and "parents" not in data:
         choices = data["choices"]
         return from_choices(choices if isinstance(choices, list) else _literal(str(choices), "choices"), name)
     parents = data["parents"]
