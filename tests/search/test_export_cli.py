@@ -58,7 +58,8 @@ def test_export_every_format(run, finished_run, fmt):
     result = run("export", str(path), "--pick", "max-throughput", "--format", fmt)
     assert result.exit_code == 0, result.stderr
     config = json.loads(result.stdout)
-    assert (path / f"export-max-throughput.{fmt}.json").is_file()
+    name = "export-max-throughput.json" if fmt == "json" else f"export-max-throughput.{fmt}.json"
+    assert (path / name).is_file()
     if fmt != "json":
         assert "unsupported" in config
 
