@@ -39,16 +39,34 @@ def run_dir(base: Path, run_id: str, force: bool = False, resume: bool = False) 
     if path.exists():
         if not force:
             raise InputError(f"{path}: already exists; pass --force to replace it or --resume to continue it")
-        shutil.rmtree(path)
+        # kept aside until the new run has finished (drop_replaced), so a failed rerun loses nothing
+        path.rename(base / f".{run_id}.replaced")
     path.mkdir(parents=True)
     return path
 
 
-def latest_run(base: Path) -> str:
-    runs = sorted((p for p in base.glob("*") if (p / "manifest.json").is_file()), key=lambda p: p.stat().st_mtime)
+def drop_replaced(path: Path) -> None:
+    """Delete the run that --force set aside, once its replacement is complete."""
+    old = path.parent / f".{path.name}.replaced"
+    if old.is_dir():
+        shutil.rmtree(old)
+    elif old.exists():
+        old.unlink()
+
+
+def latest_run(base: Path, kind: str = "search") -> str:
+    """The most recently created run of a kind (by its manifest's creation time, not file times)."""
+    runs = []
+    for path in base.glob("*/manifest.json"):
+        try:
+            manifest = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        if manifest.get("kind") == kind:
+            runs.append((str(manifest.get("created", "")), path.parent.name))
     if not runs:
-        raise InputError(f"{base}: no run to resume; pass --run-id")
-    return runs[-1].name
+        raise InputError(f"{base}: no {kind} run to resume; pass --run-id")
+    return max(runs)[1]
 
 
 def atomic_write(path: Path, write) -> Path:
@@ -109,12 +127,16 @@ def read_manifest(path: Path) -> dict:
 
 def read_run(path: Path) -> tuple[dict, pd.DataFrame]:
     """A finished run's manifest and trial table (for `pareto` and `export`)."""
-    manifest_path = path / "manifest.json"
+    manifest = read_manifest(path)
     table = path / "trials.csv"
-    if not manifest_path.is_file() or not table.is_file():
-        raise InputError(f"{path}: not a finished run (needs manifest.json and trials.csv)")
+    if manifest.get("status") == "running" or not table.is_file():
+        raise InputError(f"{path}: not a finished run (still running, or stopped: finish it with --resume)")
     try:
-        manifest = json.loads(manifest_path.read_text())
-    except json.JSONDecodeError as err:
-        raise InputError(f"{manifest_path}: not valid JSON: {err.msg}") from None
-    return manifest, pd.read_csv(table)
+        frame = pd.read_csv(table)
+    except (OSError, ValueError) as err:
+        raise InputError(f"{table}: cannot read: {err}") from None
+    needed = {"trial", "tokens_per_s_per_sequence", "j_per_token", "feasible", "draft_device", "verify_device",
+              "schedule"}
+    if not needed <= set(frame.columns):
+        raise InputError(f"{table}: missing columns {', '.join(sorted(needed - set(frame.columns)))}")
+    return manifest, frame

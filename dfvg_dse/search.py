@@ -21,10 +21,10 @@ import numpy as np
 import optuna
 import pandas as pd
 
-from dfvg_dse.pipeline.grid import (SCHEDULE_CHOICES, SearchSpace, adapt_shape, build_grid, build_shapes,
-                                    draft_variants, evaluate_points, fpga_variant, shape_key)
+from dfvg_dse.pipeline.grid import (SCHEDULE_CHOICES, SearchSpace, adapt_estimate, adapt_rule, build_grid,
+                                    build_shapes, draft_variants, evaluate_points, fpga_variant, shape_key)
 from dfvg_dse.pipeline.pareto import pareto_mask
-from dfvg_dse.specs import InputError
+from dfvg_dse.specs import DecodeConfig, InputError, SystemSpec
 from dfvg_dse.tree import greedy_tree
 
 SAMPLERS = ("nsga2", "tpe", "random", "qmc")
@@ -119,35 +119,63 @@ def evaluate_point(space: SearchSpace, point: dict) -> dict:
         drafter = fpga_variant(drafter, point["fpga_pe_fraction"], point["fpga_clock_mhz"])
     verify_idx = [d.name for d in space.verify_devices].index(point["verify_device"])
     verifier = space.verify_devices[verify_idx]
+    if point["family"] == "adapt":
+        return _evaluate_adapt(space, point, drafter, verifier)
     prepared = prepare(space)
     shapes = prepared.shapes
-    if point["family"] == "adapt":
-        shapes = [adapt_shape(space, drafter, verifier, point["batch"], point["width"], point["budget"],
-                              point["threshold"], point["window_ratio"], point["temperature"])]
-        index = 0
-    else:
-        index = prepared.lookup.get(shape_key(point["family"], point["width"], point["depth"], point["budget"]))
-        if index is None:
-            return {"feasible": False, "reason": "no such tree in the space (too many nodes or a duplicate shape)",
-                    "tokens_per_s": INFEASIBLE_VALUES[0], "tokens_per_s_per_sequence": INFEASIBLE_VALUES[0],
-                    "j_per_token": INFEASIBLE_VALUES[1], "constraints": (1.0, 1.0, 1.0)}
+    index = prepared.lookup.get(shape_key(point["family"], point["width"], point["depth"], point["budget"]))
+    if index is None:
+        return {"feasible": False, "reason": "no such tree in the space (too many nodes or a duplicate shape)",
+                "tokens_per_s": INFEASIBLE_VALUES[0], "tokens_per_s_per_sequence": INFEASIBLE_VALUES[0],
+                "j_per_token": INFEASIBLE_VALUES[1], "constraints": (1.0, 1.0, 1.0)}
     ev = evaluate_points(space, shapes, [drafter], index, 0, verify_idx, SCHEDULE_CHOICES.index(point["schedule"]),
                          point["batch"])
     record = {name: float(value[0]) for name, value in ev._asdict().items() if name not in ("feasible", "reason")}
     record["feasible"], record["reason"] = bool(ev.feasible[0]), str(ev.reason[0])
-    overlap_one_device = 1.0 if ("one device" in record["reason"]) else -1.0
-    record["constraints"] = (record["constraint_width"], record["constraint_memory_bytes"] / 1e9, overlap_one_device)
-    shape = shapes[index]
-    if shape.parents is not None:
-        record["parents"], record["ranks"] = list(shape.parents), list(shape.ranks)
-    else:  # ADAPT: its expected shape as a static tree, for exports to engines that take one
-        levels = int(np.count_nonzero(shape.widths > 0.5)) or 1
-        tree = greedy_tree(space.acceptance, max(1, int(round(shape.widths.sum()))), levels, shape.max_width)
-        record["parents"], record["ranks"] = list(tree.parents), list(tree.ranks)
+    placement = 1.0 if ("two devices" in record["reason"] or "no link" in record["reason"]) else -1.0
+    record["constraints"] = (record["constraint_width"], record["constraint_memory_bytes"] / 1e9, placement)
+    record["parents"], record["ranks"] = list(shapes[index].parents), list(shapes[index].ranks)
     return record
 
 
-CONSTRAINT_NAMES = ("width_over_lanes", "memory_over_capacity_gb", "overlap_on_one_device")
+def _evaluate_adapt(space: SearchSpace, point: dict, drafter, verifier) -> dict:
+    """ADAPT designs go through `estimate` (Monte Carlo over sampled trees, as the simulator checks),
+    not the grid's static shapes."""
+    rule = adapt_rule(space, drafter, verifier, point["batch"], point["width"], point["budget"], point["threshold"],
+                      point["window_ratio"], point["temperature"], point["depth"])
+    link = None if drafter.name == verifier.name else space.link_for(drafter)
+    if drafter.name != verifier.name and link is None:
+        return {"feasible": False, "reason": f"no link from '{drafter.name}' to '{verifier.name}' in the space",
+                "tokens_per_s": INFEASIBLE_VALUES[0], "tokens_per_s_per_sequence": INFEASIBLE_VALUES[0],
+                "j_per_token": INFEASIBLE_VALUES[1], "constraints": (-1.0, -1.0, 1.0)}
+    config = DecodeConfig(space.target, SystemSpec(drafter, verifier, link), space.draft, space.acceptance,
+                          dynamic=rule, schedule="sequential" if point["schedule"] == "sequential" else "overlap",
+                          gpu_fill=point["schedule"] == "overlap-fill", batch=point["batch"], context=space.context,
+                          sync_s=space.sync_s)
+    est = adapt_estimate(config, space.adapt_rounds)
+    lanes = drafter.fpga.branch_lanes if drafter.fpga is not None else float("inf")
+    width_over = float(rule.k_max - lanes)
+    if not est.feasible:
+        memory = 1.0 if "GB" in est.reason else -1.0
+        placement = 1.0 if "two devices" in est.reason else -1.0
+        return {"feasible": False, "reason": est.reason, "tokens_per_s": INFEASIBLE_VALUES[0],
+                "tokens_per_s_per_sequence": INFEASIBLE_VALUES[0], "j_per_token": INFEASIBLE_VALUES[1],
+                "constraint_width": width_over, "constraints": (width_over, memory, placement)}
+    levels = max(1, sum(1 for w in est.level_widths if w > 0.5))
+    tree = greedy_tree(space.acceptance, max(1, int(round(est.draft_nodes_per_round))), levels, rule.k_max)
+    return {"tokens_per_s": est.tokens_per_s, "tokens_per_s_per_sequence": est.tokens_per_s / point["batch"],
+            "j_per_token": est.energy.j_per_token, "round_time_s": est.round_time_s,
+            "speedup_vs_ar": est.speedup_vs_ar, "energy_efficiency_vs_ar": est.energy.energy_efficiency_vs_ar,
+            "expected_tokens_per_round": est.expected_tokens_per_round,
+            "draft_time_s": est.stages["draft"]["time_s"], "verify_time_s": est.stages["verify"]["time_s"],
+            "link_time_s": est.link["time_s"] if est.link else 0.0, "min_depth": rule.min_depth,
+            "constraint_width": width_over, "feasible": True, "reason": "",
+            "constraints": (width_over, -1.0, -1.0),
+            # its expected shape as a static tree, for exports to engines that take one
+            "parents": list(tree.parents), "ranks": list(tree.ranks)}
+
+
+CONSTRAINT_NAMES = ("width_over_lanes", "memory_over_capacity_gb", "placement")  # placement: overlap on one device, no link
 
 
 def _objective(space: SearchSpace):
@@ -176,27 +204,43 @@ def make_sampler(name: str, seed: int) -> optuna.samplers.BaseSampler:
 def storage(url: str) -> optuna.storages.RDBStorage:
     """An RDB storage (SQLite file, PostgreSQL, any SQLAlchemy URL); a bad URL is one InputError line."""
     try:
-        return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 60}}
-                                          if url.startswith("sqlite") else {})
+        with warnings.catch_warnings():  # heartbeats are marked experimental in optuna 5
+            warnings.simplefilter("ignore")
+            return optuna.storages.RDBStorage(url, heartbeat_interval=HEARTBEAT_S, grace_period=4 * HEARTBEAT_S,
+                                              engine_kwargs={"connect_args": {"timeout": 60}}
+                                              if url.startswith("sqlite") else {})
     except Exception as err:  # SQLAlchemy and drivers raise many types for a bad URL or an unreachable server
         cause = err.__cause__ or err.__context__ or err  # optuna wraps the driver's own reason
         text = str(cause).strip() or type(cause).__name__
         raise InputError(f"--storage {url}: cannot open it: {text.splitlines()[0]}") from None
 
 
+HEARTBEAT_S = 10  # workers that write RUNNING trials beat; a silent one is stale after 4 beats
+
+
 def open_study(url: str, name: str, resume: bool) -> optuna.Study:
-    """The persistent study: created afresh, or loaded with --resume (its RUNNING trials, left by a
-    killed process, are marked failed; completed ones are kept)."""
+    """The persistent study: created afresh, or loaded with --resume. Only stale RUNNING trials (a
+    worker that stopped beating) are failed: live workers of other processes go on."""
     store = storage(url)
     if resume:
         try:
             study = optuna.load_study(study_name=name, storage=store)
         except KeyError:
             raise InputError(f"--resume: no study '{name}' in {url}") from None
-        for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-            store.set_trial_state_values(trial._trial_id, optuna.trial.TrialState.FAIL)
+        with warnings.catch_warnings():  # experimental in optuna 5, stable in use since 2.9
+            warnings.simplefilter("ignore")
+            optuna.storages.fail_stale_trials(study)
         return study
-    return optuna.create_study(study_name=name, storage=store, directions=list(DIRECTIONS), load_if_exists=False)
+    try:
+        return optuna.create_study(study_name=name, storage=store, directions=list(DIRECTIONS),
+                                   load_if_exists=False)
+    except optuna.exceptions.DuplicatedStudyError:
+        raise InputError(f"a study named '{name}' already exists in {url}; pass --resume to join it or "
+                         "choose another --run-id") from None
+
+
+def study_exists(url: str, name: str) -> bool:
+    return name in {s.study_name for s in optuna.get_all_study_summaries(storage(url))}
 
 
 def completed(study: optuna.Study) -> int:
@@ -223,17 +267,23 @@ def run_search(space: SearchSpace, url: str, name: str, n_trials: int, seed: int
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     persistent = open_study(url, name, resume)
     remaining = max(0, n_trials - completed(persistent))
-    if n_workers > 1 and remaining:
+    shared = n_workers > 1 or not url.startswith("sqlite")  # several processes, or machines on one URL
+    if shared and remaining:
         shares = [remaining // n_workers + (1 if i < remaining % n_workers else 0) for i in range(n_workers)]
+        n_workers = len(shares)
         context = multiprocessing.get_context("spawn")
         workers = [context.Process(target=_worker, args=(space, url, name, sampler, seed + i, share))
                    for i, share in enumerate(shares) if share]
+        if len(workers) == 1 and n_workers == 1:  # one process on a shared URL: no need to spawn
+            _worker(space, url, name, sampler, seed, remaining)
+            return persistent
         for w in workers:
             w.start()
         for w in workers:
             w.join()
         if any(w.exitcode != 0 for w in workers):
-            raise RuntimeError("a search worker failed")
+            raise InputError(f"a search worker stopped with exit code {next(w.exitcode for w in workers if w.exitcode)}"
+                             f"; completed trials are kept in {url} (rerun with --resume)")
         return persistent
     if remaining:
         memory = optuna.create_study(directions=list(DIRECTIONS), sampler=make_sampler(sampler, seed))

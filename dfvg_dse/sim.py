@@ -73,31 +73,36 @@ def _rank0_length(tree: TreeSpec) -> int:
 
 
 def _sample_rounds(config: DecodeConfig, rounds: int, rng):
-    """Per round: accepted tokens + 1 (per sequence), whether the overlap prediction hit, widths."""
-    profile = config.acceptance
+    """Per round: mean accepted tokens + 1 per sequence, whether the overlap prediction hit for every
+    sequence of the batch (each sequence walks its own tree), the level widths and ancestor pairs."""
+    profile, b = config.acceptance, config.batch
+    n = rounds * b
     if config.tree is not None:
         tree = config.tree
         table = profile.matrix(tree.depth + 1, max(tree.ranks) + 1)
-        accepted, rank0 = _walk_tree(tree, table, rounds, rng)
+        accepted, rank0 = _walk_tree(tree, table, n, rng)
         chain = _rank0_length(tree)
-        bonus = rng.random(rounds) < table[chain, 0] if chain < table.shape[0] else np.zeros(rounds, bool)
+        bonus = rng.random(n) < table[chain, 0] if chain < table.shape[0] else np.zeros(n, bool)
+        hit = rank0 & (accepted == chain) & bonus
         widths = np.broadcast_to(np.asarray(tree.level_widths(), dtype=float), (rounds, tree.depth))
         pairs = np.full(rounds, float(sum(d + 1 for d in tree.depths)))
-        return accepted + 1.0, rank0 & (accepted == chain) & bonus, widths, pairs
-    rule, seed = config.dynamic, int(rng.integers(2**31))
-    if isinstance(rule, AdaptRule):
-        est = simulate_adapt(profile, rule, rounds, seed)
-    elif isinstance(rule, DuoRule):
-        est = simulate_duodecoding(profile, rule, rounds, seed)
+        tokens = accepted + 1.0
     else:
-        est = simulate_eagle2(profile, rule, rounds, seed)
-    widths = est.round_widths
-    depth = (widths > 0).sum(axis=1)
-    table = profile.matrix(widths.shape[1] + 1, 1)[:, 0]
-    full = est.round_tokens - 1 == depth  # accepted all the way down (any ranks): the prediction's event
-    bonus = rng.random(rounds) < table[np.minimum(depth, len(table) - 1)]
-    pairs = 1.0 + (widths * (np.arange(widths.shape[1]) + 2)).sum(axis=1)
-    return est.round_tokens, full & bonus, widths, pairs
+        rule, seed = config.dynamic, int(rng.integers(2**31))
+        if isinstance(rule, AdaptRule):
+            est = simulate_adapt(profile, rule, n, seed)
+        elif isinstance(rule, DuoRule):
+            est = simulate_duodecoding(profile, rule, n, seed)
+        else:
+            est = simulate_eagle2(profile, rule, n, seed)
+        depth = (est.round_widths > 0).sum(axis=1)
+        table = profile.matrix(est.round_widths.shape[1] + 1, 1)[:, 0]
+        full = est.round_tokens - 1 == depth  # accepted all the way down (any ranks): the prediction's event
+        hit = full & (rng.random(n) < table[np.minimum(depth, len(table) - 1)])
+        widths = est.round_widths[::b]  # the batch drafts one tree shape per round: the first sequence's
+        pairs = 1.0 + (widths * (np.arange(widths.shape[1]) + 2)).sum(axis=1)
+        tokens = est.round_tokens
+    return tokens.reshape(rounds, b).mean(axis=1), hit.reshape(rounds, b).all(axis=1), widths, pairs
 
 
 def simulate(config: DecodeConfig, rounds: int = 100_000, seed: int = 0) -> SimResult:
@@ -153,10 +158,12 @@ def simulate(config: DecodeConfig, rounds: int = 100_000, seed: int = 0) -> SimR
                  + system.verify.idle_power_w * np.maximum(0.0, cycle - verify_busy))
     total_time = cycle.sum()
     per_token = np.repeat(cycle / (out_tokens / b), np.maximum(1, np.round(out_tokens / b).astype(int)))
-    rate = out_tokens / cycle
+    ratio = out_tokens.sum() / cycle.sum()
     return SimResult(
         tokens_per_s=float(out_tokens.sum() / total_time),
-        tokens_per_s_standard_error=float(np.std(rate, ddof=1) / math.sqrt(rounds) * np.mean(cycle) / np.mean(cycle)),
+        # ratio estimator: the delta method's standard error of sum(tokens) / sum(cycle)
+        tokens_per_s_standard_error=float(np.std(out_tokens - ratio * cycle, ddof=1)
+                                          / (math.sqrt(rounds) * cycle.mean())),
         expected_tokens_per_round=float(tokens.mean()), round_time_s=float(cycle.mean()),
         j_per_token=float((e_dev.sum() + link_energy) / out_tokens.sum()),
         p50_time_per_token_s=float(np.percentile(per_token, 50)), p99_time_per_token_s=float(np.percentile(per_token, 99)),

@@ -18,7 +18,7 @@ from dfvg_dse.report.engines import FORMATS, engine_config
 from dfvg_dse.report.plots import plot_importance, plot_pareto
 from dfvg_dse.report.tables import pareto_info
 from dfvg_dse.search import SAMPLERS, param_importances, run_search, sweep_frame, trials_frame
-from dfvg_dse.search import storage as open_storage
+from dfvg_dse.search import study_exists
 from dfvg_dse.specs import InputError
 
 DEFAULTS = {"target": "qwen3-8b", "draft": "qwen3-0.6b", "target_dtype": "float16", "draft_dtype": "bfloat16",
@@ -46,6 +46,9 @@ def _space(ctx, request: dict) -> tuple[SearchSpace, dict]:
     doc, study = request["study"], request["study_path"] or "study"
     target, draft, acceptance = request["target"], request["draft"], request["acceptance"]
     verify, drafts = request["verify"], request["drafts"]
+    for table in ("models", "hardware", "space"):
+        if not isinstance(doc.get(table, {}), dict):
+            raise InputError(f"{study}: [{table}] must be a table")
     models, hardware, space = doc.get("models", {}), doc.get("hardware", {}), dict(doc.get("space", {}))
     chosen = {"target": target or models.get("target", DEFAULTS["target"]),
               "draft": draft or models.get("draft", DEFAULTS["draft"]),
@@ -56,8 +59,10 @@ def _space(ctx, request: dict) -> tuple[SearchSpace, dict]:
     chosen["acceptance"] = acceptance or models.get("acceptance", f"pair:{chosen['target']}/{chosen['draft']}")
     kwargs = {}
     for key, value in space.items():
-        if key in ("context",):
-            kwargs[key] = int(value)
+        if key == "context":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InputError(f"{study}: [space] context = {value!r}: needs an integer >= 0")
+            kwargs[key] = value
             continue
         if key not in SPACE_KEYS:
             raise InputError(f"{study}: [space] {key}: unknown; allowed: context, {', '.join(SPACE_KEYS)}")
@@ -222,17 +227,25 @@ def search_cmd(ctx, study, target, draft, acceptance, verify_device, draft_devic
     run_id = run_id or (export.latest_run(base) if resume else
                         "search-" + datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S"))
     request = _request(ctx, study, target, draft, acceptance, verify_device, draft_device)
-    if resume and not (study or target or draft or acceptance or verify_device or draft_device):
-        saved = export.read_manifest(base / run_id)  # the space the run was started with
-        if "request" not in saved:
+    joining = resume and storage is not None and not (base / run_id).is_dir()  # another machine's study
+    if resume and not joining:
+        saved = export.read_manifest(base / run_id).get("request")  # the space the run was started with
+        given = study or target or draft or acceptance or verify_device or draft_device
+        if saved is None and not given:
             raise InputError(f"{base / run_id}: its manifest has no saved request; pass the same --study and flags")
-        request = saved["request"]
+        if given and saved is not None and {k: v for k, v in request.items() if k != "study_path"} != \
+                {k: v for k, v in saved.items() if k != "study_path"}:
+            raise InputError(f"--resume: the study file or flags differ from those run '{run_id}' started with; "
+                             "resume with the same ones, or with none")
+        request = saved or request
     space, chosen = _space(ctx, request)
-    if storage and not resume:
-        open_storage(storage)  # a bad URL fails before any folder is made
-    path = export.run_dir(base, run_id, force=force, resume=resume)
+    if storage and not resume:  # a bad URL or a taken study name fails before any folder is touched
+        if study_exists(storage, run_id):
+            raise InputError(f"a study named '{run_id}' already exists in {storage}; pass --resume to join it "
+                             "or choose another --run-id")
+    path = export.run_dir(base, run_id, force=force, resume=resume and not joining)
     url = storage or f"sqlite:///{(path / 'study.db').resolve()}"
-    if not resume:
+    if not resume or joining:
         export.write_json(path / "manifest.json", {"kind": "search", "status": "running", "seed": seed,
                                                    "sampler": sampler, "storage": url, "inputs": chosen,
                                                    "request": request})
@@ -243,6 +256,7 @@ def search_cmd(ctx, study, target, draft, acceptance, verify_device, draft_devic
         if bar is not None:
             bar.render_finish()
     summary = _finish_run(path, study_obj, space, chosen, request, seed, sampler, url, started)
+    export.drop_replaced(path)
     if as_json:
         emit_json(summary)
         return
@@ -302,10 +316,13 @@ def sweep_cmd(ctx, study, target, draft, acceptance, verify_device, draft_device
                "min_j_per_token": float(feasible["j_per_token"].min()) if len(feasible) else None}
     if compare_run:
         _, trials = export.read_run(Path(compare_run))
+        if feasible.empty:
+            raise InputError("--compare: the swept space has no feasible design to compare with")
         found = trials[trials["feasible"]][["tokens_per_s_per_sequence", "j_per_token"]].to_numpy()
         exact = feasible[["tokens_per_s_per_sequence", "j_per_token"]].to_numpy()
         reference = (0.0, float(exact[:, 1].max()) * 1.1)
         summary["hypervolume_fraction"] = hypervolume(found, reference) / hypervolume(exact, reference)
+    export.drop_replaced(path)
     export.write_json(path / "manifest.json", {"kind": "sweep", "version": __version__,
                                                "created": datetime.now(timezone.utc).isoformat(), "inputs": chosen,
                                                "space": _space_summary(space), "git_revision": _git_revision(),

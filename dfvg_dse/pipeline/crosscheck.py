@@ -24,6 +24,7 @@ CASES = [
     ("overlap FPGA chain:4", "fpga", "gpu", "staged", "overlap", "chain:4", {}),
     ("overlap FPGA chain:8", "fpga", "gpu", "staged", "overlap", "chain:8", {}),
     ("overlap FPGA kary:2x3", "fpga", "gpu", "staged", "overlap", "kary:2x3", {}),
+    ("overlap FPGA chain:4, batch 4", "fpga", "gpu", "staged", "overlap", "chain:4", {"batch": 4}),
     ("overlap + GPU fill, chain:6", "fpga", "gpu", "staged", "overlap", "chain:6", {"gpu_fill": True}),
     ("overlap + GPU fill, seq:3x4", "fpga", "gpu", "staged", "overlap", "seq:3x4", {"gpu_fill": True}),
     ("overlap, second GPU chain:5 (AMUSD)", "h100", "gpu", "p2p", "overlap", "chain:5", {}),

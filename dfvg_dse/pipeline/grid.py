@@ -22,10 +22,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from dfvg_dse.acceptance import expected_tokens, simulate_adapt
+from dfvg_dse.acceptance import expected_tokens
 from dfvg_dse.costs import (device_forward_cost, link_time, memory_fit, processor_forward_cost, tree_draft_time_s,
                             tree_verify_cost)
 from dfvg_dse.pipeline.energy import device_energy_j
+from dfvg_dse.pipeline.estimate import estimate
 from dfvg_dse.pipeline.rounds import rank0_chain_length
 from dfvg_dse.pipeline.schedule import overlap_cycle
 from dfvg_dse.specs import (AcceptanceProfile, AdaptRule, DecodeConfig, DeviceSpec, LinkSpec, ModelSpec, SystemSpec,
@@ -116,19 +117,6 @@ def _static_shape(family: str, params: tuple, tree, profile, depth_cap: int) -> 
 
 def _hit(profile: AcceptanceProfile, length: int) -> float:
     return float(np.prod(profile.matrix(length + 1, 1)[:, 0]))
-
-
-@lru_cache(maxsize=4096)
-def _adapt_shape(profile: AcceptanceProfile, rule: AdaptRule, rounds: int, depth_cap: int) -> Shape:
-    est = simulate_adapt(profile, rule, rounds, seed=0)
-    widths = np.zeros(depth_cap)
-    widths[:min(depth_cap, len(est.nodes_per_level))] = est.nodes_per_level[:depth_cap]
-    depth = (est.round_widths > 0).sum(axis=1)
-    bonus = profile.matrix(est.round_widths.shape[1] + 1, 1)[:, 0][depth]
-    hit = float(np.mean((est.round_tokens - 1 == depth) * bonus))
-    pairs = 1.0 + float(np.sum(widths * (np.arange(depth_cap) + 2)))
-    params = (rule.k_max, rule.min_depth, rule.budget, rule.threshold, 0.0)
-    return Shape("adapt", params, widths, est.expected_tokens, pairs, hit, rule.k_max, None, None, rule)
 
 
 def shape_key(family: str, width: int, depth: int, budget: int) -> tuple:
@@ -226,7 +214,7 @@ def evaluate_points(space: SearchSpace, shapes: list[Shape], drafts: list[Device
             link_s = down.time_s + up.time_s + (space.sync_s if link.path == "host-staged" else 0.0)
             link_j = down.energy_j + up.energy_j
         seq = d + link_s + v
-        over, wasted = overlap_cycle(d, link_s + v, h)
+        over, wasted = overlap_cycle(d, link_s + v, h ** b)  # every sequence of the batch must hit
         cycle = np.where(k == 0, seq, over)
         fill = np.where(k == 2, np.maximum(0.0, cycle - v), 0.0)
         tokens = b * f + b * fill / t_ar
@@ -306,12 +294,16 @@ def point_config(space: SearchSpace, shape: Shape, drafter: DeviceSpec, verifier
                         name=f"{shape.family}{shape.params}")
 
 
-def adapt_shape(space: SearchSpace, drafter: DeviceSpec, verifier: DeviceSpec, batch: int, width: int, budget: int,
-                threshold: float, window_ratio: float, temperature: float = 0.0) -> Shape:
-    """An ADAPT shape for one point: k_max = width (within lanes), D_min from the window ratio."""
+def adapt_rule(space: SearchSpace, drafter: DeviceSpec, verifier: DeviceSpec, batch: int, width: int, budget: int,
+               threshold: float, window_ratio: float, temperature: float, depth: int) -> AdaptRule:
+    """ADAPT for one point: k_max = width, depth limit = depth, D_min from the window ratio."""
     step = float(device_forward_cost(space.draft, drafter, width, space.context, batch).time_s)
     verify = float(tree_verify_cost(space.target, verifier, budget, None, space.context, batch).time_s)
-    depth_cap = max(space.depths)
-    d_min = int(min(depth_cap, max(1, math.ceil(window_ratio * verify / step - 1e-9))))
-    rule = AdaptRule(threshold, temperature, width, budget, d_min, depth_cap)
-    return _adapt_shape(space.acceptance, rule, space.adapt_rounds, depth_cap)
+    d_min = int(min(depth, max(1, math.ceil(window_ratio * verify / step - 1e-9))))
+    return AdaptRule(threshold, temperature, width, budget, d_min, depth)
+
+
+@lru_cache(maxsize=2048)
+def adapt_estimate(config: DecodeConfig, rounds: int):
+    """`estimate` of an ADAPT design (Monte Carlo over rounds), cached: the search revisits designs."""
+    return estimate(config, rounds=rounds, seed=0)

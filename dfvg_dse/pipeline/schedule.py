@@ -4,7 +4,8 @@ Per round (model.md §6), with D draft time, V verify time, L = L_down + L_up + 
 - ar:          one target step per token, T_ar.
 - sequential:  cycle = D + L + V (one device: D + V, no link).
 - overlap:     the drafter drafts the next tree on the predicted outcome while the tree in flight is
-               verified (T_v = L + V). Hit (probability h): cycle = max(D, T_v). Miss: the drafter
+               verified (T_v = L + V). Hit (probability h^b: every sequence of the batch must hit):
+               cycle = max(D, T_v). Miss: the drafter
                hears the verdict at T_v and redrafts: cycle = T_v + D; the speculative work,
                min(D, T_v), is wasted. Renewal-reward: tokens/s = E[tokens per cycle] / E[cycle]
                (exact for this model, whatever the correlation between tokens and hits).
@@ -59,7 +60,8 @@ def timeline(config: DecodeConfig, shape: RoundShape, times: StageTimes) -> Time
     if config.schedule == "sequential":
         return Timeline(float(np.mean(d + link + v)), tokens, float(np.mean(d)), float(np.mean(v)),
                         float(np.mean(link)), 0.0, 0.0, 0.0)
-    cycles, waste = overlap_cycle(np.roll(d, 1), link + v, shape.hit_probability)
+    # a batched drafter's speculative tree survives only if every sequence's prediction hits
+    cycles, waste = overlap_cycle(np.roll(d, 1), link + v, shape.hit_probability ** b)
     cycle, wasted = float(np.mean(cycles)), float(np.mean(waste))
     fill = max(0.0, cycle - float(np.mean(v))) if config.gpu_fill else 0.0
     fill_tokens = b * fill / times.ar_step_s

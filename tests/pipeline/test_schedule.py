@@ -80,12 +80,26 @@ def test_overlap_is_no_slower_than_sequential_and_no_faster_than_its_slowest_sta
 @pytest.mark.parametrize("kw", [dict(tree=chain(5)), dict(tree=chain(5), schedule="overlap", gpu_fill=True),
                                 dict(draft="gpu", tree=parse_tree_spec("seq:3x3"))])
 def test_energy_is_non_negative_and_adds_up(make, kw):
-    est = estimate(make(**kw))
+    config = make(**kw)
+    est = estimate(config)
     e = est.energy
     assert min(e.draft_energy_j, e.verify_energy_j, e.link_energy_j) >= 0
-    per_round = e.draft_energy_j + e.verify_energy_j + e.link_energy_j
-    tokens = est.tokens_per_s * est.round_time_s
-    assert e.j_per_token == pytest.approx(per_round / tokens)
+    # by hand: each device at decode power while busy, idle power for the rest of the round
+    draft, verify, cycle = config.system.draft, config.system.verify, est.round_time_s
+    busy_v = est.stages["verify"]["busy_fraction"] * cycle
+    busy_d = est.stages["draft"]["busy_fraction"] * cycle
+    if draft.name == verify.name:
+        busy = min(cycle, busy_v + busy_d)
+        expected = verify.decode_power_w * busy + verify.idle_power_w * (cycle - busy)
+    else:
+        expected = (draft.decode_power_w * busy_d + draft.idle_power_w * (cycle - busy_d)
+                    + verify.decode_power_w * busy_v + verify.idle_power_w * (cycle - busy_v))
+    assert e.draft_energy_j + e.verify_energy_j == pytest.approx(expected, rel=1e-9)
+    link_bits = 8 * (est.link["down_bytes"] + est.link["up_bytes"]) if est.link else 0.0
+    hops = config.system.link.hops if config.system.link else 0
+    assert e.link_energy_j == pytest.approx(hops * link_bits * (config.system.link.energy_j_per_bit if hops else 0))
+    tokens = est.tokens_per_s * cycle
+    assert e.j_per_token == pytest.approx((expected + e.link_energy_j) / tokens)
     assert e.energy_efficiency_vs_ar == pytest.approx(e.ar_j_per_token / e.j_per_token)
 
 

@@ -26,7 +26,10 @@ def test_pareto_mask_against_brute_force(points):
     mask = pareto_mask(values)
     for i, (x, y) in enumerate(values):
         dominated = any((a >= x and b <= y) and (a > x or b < y) for a, b in values)
-        assert mask[i] == (not dominated) or any((a == x and b == y) for j, (a, b) in enumerate(values) if j != i)
+        if dominated:
+            assert not mask[i]
+        else:  # kept, unless an identical point was kept in its place
+            assert mask[i] or any(mask[j] and values[j, 0] == x and values[j, 1] == y for j in range(len(values)))
     front = values[mask]
     assert not any((a >= x and b <= y and (a > x or b < y)) for x, y in front for a, b in values)
 
@@ -138,3 +141,17 @@ def test_several_workers_share_one_postgresql_study(small_space, postgres_url):
     assert completed(study) == 30
     again = run_search(small_space, postgres_url, "pg-study", 40, seed=0, resume=True)
     assert completed(again) == 40
+
+
+def test_resume_refuses_a_different_space(tmp_path, small_study):
+    from click.testing import CliRunner
+    from dfvg_dse.cli import cli
+    runner = CliRunner()
+    first = runner.invoke(cli, ["search", "--study", str(small_study), "--trials", "10", "--results-dir",
+                                str(tmp_path), "--run-id", "x", "--json"])
+    assert first.exit_code == 0, first.stderr
+    other = runner.invoke(cli, ["search", "--resume", "--run-id", "x", "--draft-device", "u280", "--trials", "20",
+                                "--results-dir", str(tmp_path)])
+    assert other.exit_code == 2 and "differ from those run 'x' started with" in other.stderr
+    same = runner.invoke(cli, ["search", "--resume", "--trials", "20", "--results-dir", str(tmp_path), "--json"])
+    assert same.exit_code == 0 and json.loads(same.stdout)["trials"] == 20  # the saved study file is reused
