@@ -304,19 +304,33 @@ def run_search(space: SearchSpace, url: str, name: str, n_trials: int, seed: int
 
 
 EXPLORE_SHARE = 0.6  # the sampler alone for this share of the trials, then refinement around the front
+REFINE_FRONTS = 2  # expand the first non-dominated fronts: the second bridges dominated valleys
+
+
+def _first_fronts(values: np.ndarray, count: int) -> np.ndarray:
+    """Indices of the first `count` non-dominated fronts (NSGA-II's ranks 0 .. count-1)."""
+    remaining = np.arange(len(values))
+    chosen = []
+    for _ in range(count):
+        if not len(remaining):
+            break
+        mask = pareto_mask(values[remaining])
+        chosen.extend(remaining[mask])
+        remaining = remaining[~mask]
+    return np.asarray(chosen, dtype=int)
 
 
 def _refine(study: optuna.Study, space: SearchSpace, budget: int, persist) -> None:
-    """Local refinement: evaluate the unvisited neighbours of the current Pareto front, front after
-    front; when none is left the sampler goes on. On the default space this lifts the hypervolume
-    from about 0.96 to 1.0 of the exact front at 2,000 trials (docs/search.md)."""
+    """Local refinement: evaluate the unvisited neighbours of the first non-dominated fronts, round
+    after round; when none is left the sampler goes on. On the default space this lifts the
+    hypervolume from about 0.95 to 0.998+ of the exact front at 2,000 trials (docs/search.md)."""
     seen = {tuple(sorted(t.params.items())) for t in study.trials}
     while budget > 0:
         trials = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
                   if json.loads(t.user_attrs.get("record", "{}")).get("feasible")]
         queued = 0
         if trials:
-            front = np.flatnonzero(pareto_mask(np.array([t.values for t in trials])))
+            front = _first_fronts(np.array([t.values for t in trials]), REFINE_FRONTS)
             for i in front:
                 for params in neighbours(trials[i].params, space):
                     key = tuple(sorted(params.items()))
