@@ -151,7 +151,7 @@ def _evaluate_adapt(space: SearchSpace, point: dict, drafter, verifier) -> dict:
     config = DecodeConfig(space.target, SystemSpec(drafter, verifier, link), space.draft, space.acceptance,
                           dynamic=rule, schedule="sequential" if point["schedule"] == "sequential" else "overlap",
                           gpu_fill=point["schedule"] == "overlap-fill", batch=point["batch"], context=space.context,
-                          sync_s=space.sync_s)
+                          sync_s=space.sync_s, record_bytes=space.record_bytes)
     est = adapt_estimate(config, space.adapt_rounds)
     lanes = drafter.fpga.branch_lanes if drafter.fpga is not None else float("inf")
     width_over = float(rule.k_max - lanes)

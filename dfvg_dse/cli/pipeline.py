@@ -50,10 +50,10 @@ def _draft_model(catalog: Catalog, name: str, dtype: str | None, target):
 @click.option("--dynamic", type=click.Choice(["adapt", "eagle2", "duodecoding"]), help="A dynamic drafting rule.")
 @click.option("--threshold", type=float, default=0.05, show_default=True, help="adapt: tau.")
 @click.option("--temperature", type=float, default=0.0, show_default=True, help="adapt: Gumbel temperature.")
-@click.option("--k-max", type=int, help="adapt: per-level cap [default: min(16, lanes) on an FPGA, else 16].")
+@click.option("--k-max", type=click.IntRange(1, 1024), help="adapt: per-level cap [default: min(16, lanes) on an FPGA, else 16].")
 @click.option("--budget", type=click.IntRange(1, 512), default=64, show_default=True,
               help="adapt / optimal tree: draft tokens per round.")
-@click.option("--min-depth", type=int, help="adapt: D_min [default: ceil(T_verify / T_draft_step)].")
+@click.option("--min-depth", type=click.IntRange(1, 64), help="adapt: D_min [default: ceil(T_verify / T_draft_step)].")
 @click.option("--max-depth", type=click.IntRange(1, 64), default=16, show_default=True)
 @click.option("--top-k", type=int, default=10, show_default=True, help="eagle2: top_k.")
 @click.option("--total-tokens", type=int, default=60, show_default=True, help="eagle2: verified tokens.")
@@ -98,7 +98,7 @@ def estimate_cmd(ctx, target, draft, draft_device, verify_device, link_name, acc
         base = DecodeConfig(target_model, system, draft_model, profile, tree=parse_tree_spec("chain:1"),
                             schedule=schedule, gpu_fill=gpu_fill, batch=batch, context=context,
                             attention_efficiency=attention_efficiency, send_draft_probs=stochastic, sync_s=sync_s,
-                            name="estimate")
+                            record_bytes=catalog.defaults().token_record_bytes, name="estimate")
         if tree_spec and dynamic:
             raise InputError("give --tree or --dynamic, not both")
         if tree_spec:

@@ -92,8 +92,10 @@ def _space(ctx, request: dict) -> tuple[SearchSpace, dict]:
             raise InputError(f"no link for draft device '{d.name}': name one under [hardware] links")
         if name is not None:
             link_specs.append((d.name, catalog.link(name)))
+    defaults = catalog.defaults()
     result = SearchSpace(target_model, draft_model, catalog.acceptance(chosen["acceptance"]), verifiers, drafters,
-                         tuple(link_specs), sync_s=catalog.defaults().sync_per_round_s, **kwargs)
+                         tuple(link_specs), sync_s=defaults.sync_per_round_s, record_bytes=defaults.token_record_bytes,
+                         **kwargs)
     return result, chosen
 
 

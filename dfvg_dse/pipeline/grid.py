@@ -61,6 +61,7 @@ class SearchSpace:
     fpga_clocks_mhz: tuple[float, ...] = (250.0, 300.0)  # 300 MHz: DFVG; 250 MHz: HBM HLS designs (hardware.md)
     context: int = 512
     sync_s: float = 0.0
+    record_bytes: int = 16  # per draft token over the link (hwdb/defaults.toml token_record_bytes)
     adapt_rounds: int = 1000
     name: str = "default"
 
@@ -210,7 +211,8 @@ def evaluate_points(space: SearchSpace, shapes: list[Shape], drafts: list[Device
         if link is None:
             link_s, link_j = np.zeros(len(m)), np.zeros(len(m))
         else:
-            down, up = link_time(link, b * nodes * 16.0), link_time(link, b * f * 16.0)
+            down = link_time(link, b * nodes * float(space.record_bytes))
+            up = link_time(link, b * f * float(space.record_bytes))
             link_s = down.time_s + up.time_s + (space.sync_s if link.path == "host-staged" else 0.0)
             link_j = down.energy_j + up.energy_j
         seq = d + link_s + v
@@ -291,7 +293,7 @@ def point_config(space: SearchSpace, shape: Shape, drafter: DeviceSpec, verifier
                         space.draft, space.acceptance, tree=tree, dynamic=shape.rule,
                         schedule="sequential" if schedule == "sequential" else "overlap",
                         gpu_fill=schedule == "overlap-fill", batch=batch, context=space.context, sync_s=space.sync_s,
-                        name=f"{shape.family}{shape.params}")
+                        record_bytes=space.record_bytes, name=f"{shape.family}{shape.params}")
 
 
 def adapt_rule(space: SearchSpace, drafter: DeviceSpec, verifier: DeviceSpec, batch: int, width: int, budget: int,

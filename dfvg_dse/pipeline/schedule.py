@@ -91,7 +91,8 @@ def feasibility(config: DecodeConfig, shape: RoundShape | None) -> str:
     fabric = system.draft.fpga
     if fabric is not None and config.schedule != "ar":
         width = config.dynamic.k_max if isinstance(config.dynamic, AdaptRule) else (
-            max(config.tree.level_widths()) if config.tree is not None else 0)
+            max(config.tree.level_widths()) if config.tree is not None else
+            int(np.ceil(shape.widths.max())) if shape is not None and len(shape.widths) else 0)
         if width > fabric.branch_lanes:
             return f"per-level width {width} exceeds the {fabric.branch_lanes} branch lanes of '{system.draft.name}'"
     return ""
