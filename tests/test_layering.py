@@ -19,6 +19,7 @@ ALLOWED = {
     "tree.*": {"units", "specs", "acceptance"},
     "pipeline.*": {"units", "specs", "costs", "acceptance", "tree"},
     "sim": {"units", "specs", "costs", "acceptance"},
+    "reference.*": {"units", "specs"},
     "search": {"units", "specs", "pipeline", "tree"},
     "report.*": {"units", "specs", "costs", "acceptance", "tree", "pipeline", "sim", "search"},
     "export": {"units", "specs", "report", "search", "tree"},

@@ -1,0 +1,6 @@
+"""The reference decoder (issue 6, in progress): a small numpy model that really runs drafting and
+verification, independent of the analytical code (it imports specs only)."""
+
+from dfvg_dse.reference.tiny_lm import KVCache, ReferenceConfig, forward, random_weights, tree_mask
+
+__all__ = ["KVCache", "ReferenceConfig", "forward", "random_weights", "tree_mask"]
