@@ -1,0 +1,107 @@
+"""Greedy decoding with the reference engine: autoregressive, and speculative with a static tree
+(a chain is a tree) drafted by a small model and verified by the target in one tree forward.
+
+gpt-fast's shape: `speculative_step` calls `draft_tree`, `verify_tree` and `accept_tokens` in that
+order, and `generate` returns the tokens and `accept_counts[k]`, the rounds that kept k draft
+tokens — the histogram the acceptance model is checked against. Greedy verification keeps the
+longest path whose every token is the target's argmax; the target's own next token (the bonus)
+follows, so the output equals greedy autoregressive decoding token for token.
+
+TODO(#6): sampling (SpecInfer/Sequoia multi-candidate), dynamic drafting, two processes over a
+link, traces.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dfvg_dse.reference.tiny_lm import KVCache, ReferenceConfig, forward
+
+
+class Model:
+    """Weights, config and a KV cache: one side of the decoder."""
+
+    def __init__(self, weights: dict, config: ReferenceConfig):
+        self.weights, self.config = weights, config
+        self.cache = KVCache(config.spec.n_layers)
+
+    def run(self, tokens, positions, parents=None) -> np.ndarray:
+        return forward(self.weights, self.config, tokens, positions, self.cache, parents)
+
+
+def generate_ar(target: Model, prompt: list[int], max_new_tokens: int) -> list[int]:
+    """Greedy autoregressive decoding: the reference output."""
+    logits = target.run(prompt, np.arange(len(prompt)))
+    out = [int(np.argmax(logits[-1]))]
+    while len(out) < max_new_tokens:
+        logits = target.run([out[-1]], [len(prompt) + len(out) - 1])
+        out.append(int(np.argmax(logits[-1])))
+    return out
+
+
+def draft_tree(draft: Model, last: int, position: int, parents: list[int], ranks: list[int]) -> list[int]:
+    """Tokens of a static tree whose root is `last` at `position`: node i is the draft's ranks[i]-th
+    choice after its parent. Each level re-runs the partial tree as one tree forward (so every node
+    attends to its own ancestors only), then the draft cache is rolled back to the prefix."""
+    prefix = draft.cache.length
+    depth = [0] * len(parents)
+    for i in range(1, len(parents)):
+        depth[i] = depth[parents[i]] + 1
+    tokens = [last] + [0] * (len(parents) - 1)
+    for level in range(1, max(depth, default=0) + 1):
+        known = [i for i in range(len(parents)) if depth[i] < level]  # ancestors first: topological
+        logits = draft.run([tokens[i] for i in known], [position + depth[i] for i in known],
+                           [-1] + [known.index(parents[i]) for i in known[1:]])
+        draft.cache.keep(prefix, [])
+        for i in range(1, len(parents)):
+            if depth[i] == level:
+                order = np.argsort(-logits[known.index(parents[i])], kind="stable")
+                tokens[i] = int(order[ranks[i]])
+    return tokens
+
+
+def verify_tree(target: Model, tokens: list[int], position: int, parents: list[int]) -> np.ndarray:
+    """Target logits (T, V) of every tree node in one forward; the cache keeps all of them for now."""
+    depth = [0] * len(parents)
+    for i in range(1, len(parents)):
+        depth[i] = depth[parents[i]] + 1
+    return target.run(tokens, [position + d for d in depth], parents)
+
+
+def accept_tokens(tokens: list[int], parents: list[int], logits: np.ndarray) -> tuple[list[int], int]:
+    """Greedy acceptance: walk from the root while some child is the target's argmax.
+    Returns (accepted node indices, root first) and the bonus token (the target's next token)."""
+    children: dict[int, list[int]] = {}
+    for i in range(1, len(parents)):
+        children.setdefault(parents[i], []).append(i)
+    path, node = [0], 0
+    while True:
+        best = int(np.argmax(logits[node]))
+        nxt = next((c for c in children.get(node, []) if tokens[c] == best), None)
+        if nxt is None:
+            return path, best
+        path.append(nxt)
+        node = nxt
+
+
+def generate_speculative(target: Model, draft: Model, prompt: list[int], max_new_tokens: int, parents: list[int],
+                         ranks: list[int]) -> tuple[list[int], np.ndarray]:
+    """Greedy speculative decoding with a static tree (parents, ranks of a TreeSpec, root first).
+    Returns the new tokens and accept_counts[k]: rounds that kept k draft tokens."""
+    logits = target.run(prompt, np.arange(len(prompt)))
+    out = [int(np.argmax(logits[-1]))]
+    counts = np.zeros(len(parents), dtype=int)
+    while len(out) < max_new_tokens:
+        position = len(prompt) + len(out) - 1  # where the newest token, the tree's root, sits
+        # the draft's cache holds every token before the root: catch up on what it has not seen
+        missing = (prompt + out[:-1])[draft.cache.length:]
+        if missing:
+            draft.run(missing, np.arange(draft.cache.length, draft.cache.length + len(missing)))
+        tokens = draft_tree(draft, out[-1], position, parents, ranks)
+        prefix = target.cache.length
+        verdict = verify_tree(target, tokens, position, parents)
+        path, bonus = accept_tokens(tokens, parents, verdict)
+        target.cache.keep(prefix, path)  # rollback: only the accepted path stays
+        counts[len(path) - 1] += 1
+        out += [tokens[i] for i in path[1:]] + [bonus]
+    return out[:max_new_tokens], counts
