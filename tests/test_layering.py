@@ -24,7 +24,7 @@ ALLOWED = {
     "report.*": {"units", "specs", "costs", "acceptance", "tree", "pipeline", "sim", "search"},
     "export": {"units", "specs", "report", "search", "tree"},
     "cli.*": {"units", "specs", "catalog", "report", "acceptance", "tree", "pipeline", "sim", "search", "export",
-              "__init__"},
+              "reference", "__init__"},
     "__init__": {"units", "specs", "catalog"},
     "__main__": {"cli"},
 }

@@ -226,6 +226,13 @@ class Catalog:
         return None
 
     @staticmethod
+    def read_checkpoint(folder: str | Path):
+        """A Hugging Face checkpoint folder: (config, ModelSpec, float32 tensors)."""
+        from dfvg_dse.catalog.checkpoints import read_checkpoint
+
+        return read_checkpoint(folder)
+
+    @staticmethod
     def read_study(path: str | Path) -> dict:
         """A study file (TOML): [models], [hardware] and [space] tables (docs/search.md)."""
         data = read_toml(Path(path))

@@ -1,0 +1,80 @@
+"""Checkpoint folders (config.json + safetensors) through `dfvg-dse reference generate`."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from safetensors.numpy import save_file
+
+from dfvg_dse.cli import cli
+from dfvg_dse.reference import random_weights
+from dfvg_dse.specs import ModelSpec
+
+
+def write_checkpoint(folder, spec: ModelSpec, seed: int, shards: int = 1, drop: str | None = None,
+                     reshape: str | None = None):
+    folder.mkdir(parents=True)
+    config = {"model_type": spec.family, "hidden_size": spec.d_model, "intermediate_size": spec.d_ffn,
+              "num_hidden_layers": spec.n_layers, "num_attention_heads": spec.n_heads,
+              "num_key_value_heads": spec.n_kv_heads, "head_dim": spec.head_dim, "vocab_size": spec.vocab_size,
+              "max_position_embeddings": spec.max_positions, "tie_word_embeddings": spec.tied_embeddings,
+              "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "torch_dtype": "float32"}
+    (folder / "config.json").write_text(json.dumps(config))
+    weights = random_weights(spec, seed=seed, scale=0.3)
+    if drop:
+        weights.pop(drop)
+    if reshape:
+        weights[reshape] = weights[reshape][:-1]
+    names = sorted(weights)
+    for i in range(shards):  # sharded like large Hugging Face checkpoints
+        part = {n: weights[n] for n in names[i::shards]}
+        save_file(part, str(folder / f"model-{i + 1:05d}-of-{shards:05d}.safetensors"))
+
+
+TARGET = ModelSpec(name="t", family="llama", n_layers=2, d_model=32, n_heads=4, n_kv_heads=2, head_dim=8, d_ffn=64,
+                   vocab_size=24, max_positions=512)
+DRAFT = ModelSpec(name="d", family="llama", n_layers=1, d_model=16, n_heads=2, n_kv_heads=2, head_dim=8, d_ffn=32,
+                  vocab_size=24, max_positions=512)
+
+
+@pytest.fixture
+def run():
+    runner = CliRunner()
+    return lambda *args: runner.invoke(cli, list(args), catch_exceptions=False)
+
+
+def test_generate_speculative_equals_autoregressive_from_checkpoints(run, tmp_path):
+    write_checkpoint(tmp_path / "target", TARGET, seed=1, shards=2)
+    write_checkpoint(tmp_path / "draft", DRAFT, seed=2)
+    ar = json.loads(run("reference", "generate", "--target", str(tmp_path / "target"), "--prompt-ids", "1,2,3",
+                        "--max-new-tokens", "16", "--mode", "ar", "--json").stdout)
+    spec = run("reference", "generate", "--target", str(tmp_path / "target"), "--draft", str(tmp_path / "draft"),
+               "--prompt-ids", "1,2,3", "--max-new-tokens", "16", "--tree", "kary:2x2", "--json")
+    assert spec.exit_code == 0, spec.stderr
+    out = json.loads(spec.stdout)
+    assert out["tokens"] == ar["tokens"] and len(out["tokens"]) == 16
+    assert out["rounds"] == sum(out["accept_counts"]) and 0 <= out["mean_accepted_per_round"] <= 2
+    assert out["tokens_per_s"] > 0
+
+
+@pytest.mark.parametrize("problem, message", [
+    ({"drop": "model.layers.1.mlp.up_proj.weight"}, "tensor 'model.layers.1.mlp.up_proj.weight' missing"),
+    ({"reshape": "model.norm.weight"}, "tensor 'model.norm.weight' has shape (31,); config.json implies (32,)"),
+])
+def test_bad_checkpoints_are_one_line(run, tmp_path, problem, message):
+    write_checkpoint(tmp_path / "bad", TARGET, seed=1, **problem)
+    result = run("reference", "generate", "--target", str(tmp_path / "bad"), "--prompt-ids", "1", "--mode", "ar")
+    assert result.exit_code == 2 and message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_unknown_family_and_bad_prompt(run, tmp_path):
+    folder = tmp_path / "opt"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "opt", "hidden_size": 16, "ffn_dim": 32,
+                                                    "num_hidden_layers": 1, "num_attention_heads": 2,
+                                                    "vocab_size": 10, "max_position_embeddings": 32}))
+    result = run("reference", "generate", "--target", str(folder), "--prompt-ids", "1", "--mode", "ar")
+    assert result.exit_code == 2 and "is not run by the reference engine yet" in result.stderr
+    write_checkpoint(tmp_path / "ok", TARGET, seed=1)
+    bad = run("reference", "generate", "--target", str(tmp_path / "ok"), "--prompt-ids", "1,99", "--mode", "ar")
+    assert bad.exit_code == 2 and "every id must be in 0..23" in bad.stderr
