@@ -12,29 +12,7 @@ from dfvg_dse.catalog._io import read_json
 from dfvg_dse.catalog.errors import CatalogError
 from dfvg_dse.catalog.models import model_spec_from_hf_config
 from dfvg_dse.specs import ModelSpec
-
-
-def expected_tensors(spec: ModelSpec) -> dict[str, tuple[int, ...]]:
-    """Names and shapes of a llama-family checkpoint (llama, mistral, qwen2, qwen3)."""
-    d, h, g, hd, f, v = spec.d_model, spec.n_heads, spec.n_kv_heads, spec.head_dim, spec.d_ffn, spec.vocab_size
-    shapes = {"model.embed_tokens.weight": (v, d), "model.norm.weight": (d,)}
-    for i in range(spec.n_layers):
-        p = f"model.layers.{i}."
-        shapes.update({p + "self_attn.q_proj.weight": (h * hd, d), p + "self_attn.k_proj.weight": (g * hd, d),
-                       p + "self_attn.v_proj.weight": (g * hd, d), p + "self_attn.o_proj.weight": (d, h * hd),
-                       p + "mlp.gate_proj.weight": (f, d), p + "mlp.up_proj.weight": (f, d),
-                       p + "mlp.down_proj.weight": (d, f), p + "input_layernorm.weight": (d,),
-                       p + "post_attention_layernorm.weight": (d,)})
-        if spec.qkv_bias:
-            shapes.update({p + "self_attn.q_proj.bias": (h * hd,), p + "self_attn.k_proj.bias": (g * hd,),
-                           p + "self_attn.v_proj.bias": (g * hd,)})
-        if spec.o_bias:
-            shapes[p + "self_attn.o_proj.bias"] = (d,)
-        if spec.qk_norm:
-            shapes.update({p + "self_attn.q_norm.weight": (hd,), p + "self_attn.k_norm.weight": (hd,)})
-    if not spec.tied_embeddings:
-        shapes["lm_head.weight"] = (v, d)
-    return shapes
+from dfvg_dse.specs.checkpoint import checkpoint_tensor_shapes
 
 
 def read_checkpoint(folder: str | Path) -> tuple[dict, ModelSpec, dict]:
@@ -46,9 +24,10 @@ def read_checkpoint(folder: str | Path) -> tuple[dict, ModelSpec, dict]:
         raise CatalogError(f"{folder}: not a checkpoint folder (no config.json)")
     config = read_json(folder / "config.json")
     spec = model_spec_from_hf_config(folder / "config.json", config, folder.name, folder.name, str(folder))
-    if spec.family not in ("llama", "mistral", "qwen2", "qwen3"):
-        raise CatalogError(f"{folder / 'config.json'}: model_type '{spec.family}' is not run by the reference "
-                           "engine yet (llama, mistral, qwen2, qwen3)")
+    if spec.family == "opt" and (not spec.final_norm or not spec.norm_affine
+                                 or spec.d_embed not in (0, spec.d_model)):
+        raise CatalogError(f"{folder / 'config.json'}: post-LN OPT, OPT without affine norms and OPT with "
+                           "word_embed_proj_dim != hidden_size are not run by the reference engine")
     files = sorted(folder.glob("*.safetensors"))
     if not files:
         raise CatalogError(f"{folder}: no *.safetensors file")
@@ -58,7 +37,7 @@ def read_checkpoint(folder: str | Path) -> tuple[dict, ModelSpec, dict]:
             tensors.update(load_file(str(path)))
         except Exception as err:  # a truncated or foreign file: safetensors raises its own types
             raise CatalogError(f"{path}: not a readable safetensors file: {err}") from None
-    for name, shape in expected_tensors(spec).items():
+    for name, shape in checkpoint_tensor_shapes(spec).items():
         if name not in tensors:
             raise CatalogError(f"{folder}: tensor '{name}' missing (config.json needs it)")
         if tuple(tensors[name].shape) != shape:

@@ -1,5 +1,5 @@
-"""A small numpy decoder for the reference decoder (issue 6): llama, mistral, qwen2 and qwen3
-layers as Hugging Face transformers defines them, a KV cache, tree forwards and rollback.
+"""A small numpy decoder for the reference decoder (issue 6): llama, mistral, qwen2, qwen3 and
+pre-LN OPT layers as Hugging Face transformers defines them, a KV cache, tree forwards and rollback.
 
 Shapes follow nanoGPT's comments: T new tokens, S cached + new, H heads, G kv heads, D head_dim.
 Rotary embeddings use transformers' rotate_half convention; Qwen3 normalises q and k per head
@@ -7,8 +7,12 @@ before rotation; grouped-query attention repeats each kv head H / G times. The t
 from parents alone (ancestors first), so this module never imports the analytical tree code: the
 reference stays an independent check of it.
 
-TODO(#6): OPT layers, safetensors loading, the shipped tiny pair, speculative decoding in two
-processes, traces and the `reference` commands.
+OPT (transformers' OPTDecoderLayer): learned positions read at position + 2, LayerNorm (eps 1e-5)
+before attention and FFN, ReLU FFN with biases, q scaled by head_dim^-0.5, tied head. Post-LN
+OPT-350M and its 512-wide embedding projection are refused rather than guessed.
+
+TODO(#6): the shipped tiny pair, sampling and dynamic drafting, two processes, traces and
+`reference bench`.
 """
 
 from __future__ import annotations
@@ -18,8 +22,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from dfvg_dse.specs import ModelSpec
+from dfvg_dse.specs.checkpoint import checkpoint_tensor_shapes
 
 LLAMA_FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
+ENGINE_FAMILIES = LLAMA_FAMILIES + ("opt",)
+OPT_POSITION_OFFSET = 2  # transformers' OPTLearnedPositionalEmbedding reads row position + 2
 
 
 @dataclass(frozen=True)
@@ -29,10 +36,16 @@ class ReferenceConfig:
     spec: ModelSpec
     rope_theta: float = 10000.0
     rms_norm_eps: float = 1e-6
+    layer_norm_eps: float = 1e-5  # OPT's nn.LayerNorm default
 
     def __post_init__(self) -> None:
-        if self.spec.family not in LLAMA_FAMILIES:
-            raise ValueError(f"family {self.spec.family!r}: the reference engine runs {', '.join(LLAMA_FAMILIES)}")
+        spec = self.spec
+        if spec.family not in ENGINE_FAMILIES:
+            raise ValueError(f"family {spec.family!r}: the reference engine runs {', '.join(ENGINE_FAMILIES)}")
+        if spec.family == "opt" and (not spec.final_norm or not spec.norm_affine
+                                     or spec.d_embed not in (0, spec.d_model)):
+            raise ValueError("OPT: the reference engine runs pre-LN OPT with affine norms and no embedding "
+                             "projection (not OPT-350M's layout)")
 
 
 class KVCache:
@@ -60,6 +73,26 @@ class KVCache:
 def _rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
     variance = np.mean(x * x, axis=-1, keepdims=True)
     return x / np.sqrt(variance + eps) * weight
+
+
+def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
+    mean = np.mean(x, axis=-1, keepdims=True)
+    centred = x - mean
+    return centred / np.sqrt(np.mean(centred * centred, axis=-1, keepdims=True) + eps) * weight + bias
+
+
+def _attend(q: np.ndarray, layer: int, k: np.ndarray, v: np.ndarray, cache: "KVCache", visible: np.ndarray,
+            kv_groups: int) -> np.ndarray:
+    """q (H, T, D); k, v (G, T, D) appended to the cache; returns (T, H*D) over visible keys."""
+    cache.extend(layer, k, v)
+    keys = np.repeat(cache.k[layer], kv_groups, axis=0)  # (H, S, D)
+    values = np.repeat(cache.v[layer], kv_groups, axis=0)
+    att = q @ keys.transpose(0, 2, 1) * q.shape[-1] ** -0.5  # (H, T, S)
+    att = np.where(visible[None], att, -np.inf)  # mask rebuilt from parents
+    att = np.exp(att - att.max(axis=-1, keepdims=True))
+    att = att / att.sum(axis=-1, keepdims=True)
+    heads, n, d = q.shape
+    return (att @ values).transpose(1, 0, 2).reshape(n, heads * d)
 
 
 def _rotate_half(x: np.ndarray) -> np.ndarray:
@@ -98,6 +131,8 @@ def forward(weights: dict, config: ReferenceConfig, tokens, positions, cache: KV
     parents = list(range(-1, n - 1)) if parents is None else list(parents)
     cached = cache.length
     visible = np.concatenate([np.ones((n, cached), dtype=bool), tree_mask(parents)], axis=1)  # (T, S)
+    if spec.family == "opt":
+        return _opt_forward(weights, config, tokens, positions, cache, visible)
     h, g, d = spec.n_heads, spec.n_kv_heads, spec.head_dim
     x = weights["model.embed_tokens.weight"][tokens]  # (T, C)
     for layer in range(spec.n_layers):
@@ -117,15 +152,7 @@ def forward(weights: dict, config: ReferenceConfig, tokens, positions, cache: KV
             q = _rms_norm(q, weights[p + "self_attn.q_norm.weight"], config.rms_norm_eps)
             k = _rms_norm(k, weights[p + "self_attn.k_norm.weight"], config.rms_norm_eps)
         q, k = _rope(q, positions, config.rope_theta), _rope(k, positions, config.rope_theta)
-        cache.extend(layer, k, v)
-        keys = np.repeat(cache.k[layer], h // g, axis=0)  # (H, S, D)
-        values = np.repeat(cache.v[layer], h // g, axis=0)
-        att = q @ keys.transpose(0, 2, 1) * d ** -0.5  # (H, T, S)
-        att = np.where(visible[None], att, -np.inf)  # mask rebuilt from parents
-        att = np.exp(att - att.max(axis=-1, keepdims=True))
-        att = att / att.sum(axis=-1, keepdims=True)
-        out = (att @ values).transpose(1, 0, 2).reshape(n, h * d)  # (T, H*D)
-        out = out @ weights[p + "self_attn.o_proj.weight"].T
+        out = _attend(q, layer, k, v, cache, visible, h // g) @ weights[p + "self_attn.o_proj.weight"].T
         if spec.o_bias:
             out = out + weights[p + "self_attn.o_proj.bias"]
         x = x + out
@@ -138,30 +165,39 @@ def forward(weights: dict, config: ReferenceConfig, tokens, positions, cache: KV
     return x @ head.T  # (T, V)
 
 
+def _opt_forward(weights: dict, config: ReferenceConfig, tokens: np.ndarray, positions: np.ndarray,
+                 cache: KVCache, visible: np.ndarray) -> np.ndarray:
+    """Pre-LN OPT decoder (transformers' OPTDecoder with do_layer_norm_before = True)."""
+    spec, eps = config.spec, config.layer_norm_eps
+    n, h, d = len(tokens), spec.n_heads, spec.head_dim
+    w = weights
+    x = w["model.decoder.embed_tokens.weight"][tokens] + w["model.decoder.embed_positions.weight"][
+        positions + OPT_POSITION_OFFSET]
+    for layer in range(spec.n_layers):
+        p = f"model.decoder.layers.{layer}."
+        a = _layer_norm(x, w[p + "self_attn_layer_norm.weight"], w[p + "self_attn_layer_norm.bias"], eps)
+        q, k, v = (a @ w[p + f"self_attn.{m}_proj.weight"].T + w[p + f"self_attn.{m}_proj.bias"] for m in "qkv")
+        q, k, v = (t.reshape(n, h, d).transpose(1, 0, 2) for t in (q, k, v))  # (H, T, D)
+        x = x + _attend(q, layer, k, v, cache, visible, 1) @ w[p + "self_attn.out_proj.weight"].T \
+            + w[p + "self_attn.out_proj.bias"]
+        m = _layer_norm(x, w[p + "final_layer_norm.weight"], w[p + "final_layer_norm.bias"], eps)
+        hidden = np.maximum(m @ w[p + "fc1.weight"].T + w[p + "fc1.bias"], 0.0)  # ReLU
+        x = x + hidden @ w[p + "fc2.weight"].T + w[p + "fc2.bias"]
+    x = _layer_norm(x, w["model.decoder.final_layer_norm.weight"], w["model.decoder.final_layer_norm.bias"], eps)
+    return x @ w["model.decoder.embed_tokens.weight"].T  # (T, V), tied head
+
+
 def random_weights(spec: ModelSpec, seed: int = 0, scale: float = 0.05) -> dict:
-    """Seeded random weights in Hugging Face names and shapes (for tests and benchmarks)."""
+    """Seeded random float32 weights in Hugging Face names and shapes (for tests and benchmarks):
+    norm gains near 1, embeddings of unit scale, everything else N(0, scale)."""
     rng = np.random.default_rng(seed)
-    d, h, g, hd, f, v = spec.d_model, spec.n_heads, spec.n_kv_heads, spec.head_dim, spec.d_ffn, spec.vocab_size
-    w = {"model.embed_tokens.weight": rng.normal(0, 1.0, (v, d)), "model.norm.weight": 1 + rng.normal(0, 0.1, d)}
-    for i in range(spec.n_layers):
-        p = f"model.layers.{i}."
-        w[p + "self_attn.q_proj.weight"] = rng.normal(0, scale, (h * hd, d))
-        w[p + "self_attn.k_proj.weight"] = rng.normal(0, scale, (g * hd, d))
-        w[p + "self_attn.v_proj.weight"] = rng.normal(0, scale, (g * hd, d))
-        w[p + "self_attn.o_proj.weight"] = rng.normal(0, scale, (d, h * hd))
-        if spec.qkv_bias:
-            for name, rows in (("q", h * hd), ("k", g * hd), ("v", g * hd)):
-                w[p + f"self_attn.{name}_proj.bias"] = rng.normal(0, scale, rows)
-        if spec.o_bias:
-            w[p + "self_attn.o_proj.bias"] = rng.normal(0, scale, d)
-        if spec.qk_norm:
-            w[p + "self_attn.q_norm.weight"] = 1 + rng.normal(0, 0.1, hd)
-            w[p + "self_attn.k_norm.weight"] = 1 + rng.normal(0, 0.1, hd)
-        w[p + "mlp.gate_proj.weight"] = rng.normal(0, scale, (f, d))
-        w[p + "mlp.up_proj.weight"] = rng.normal(0, scale, (f, d))
-        w[p + "mlp.down_proj.weight"] = rng.normal(0, scale, (d, f))
-        w[p + "input_layernorm.weight"] = 1 + rng.normal(0, 0.1, d)
-        w[p + "post_attention_layernorm.weight"] = 1 + rng.normal(0, 0.1, d)
-    if not spec.tied_embeddings:
-        w["lm_head.weight"] = rng.normal(0, scale, (v, d))
-    return {k: np.asarray(x, dtype=np.float32) for k, x in w.items()}
+    weights = {}
+    for name, shape in checkpoint_tensor_shapes(spec).items():
+        if "norm" in name and name.endswith(".weight"):
+            value = 1 + rng.normal(0, 0.1, shape)
+        elif "embed" in name:
+            value = rng.normal(0, 1.0, shape)
+        else:
+            value = rng.normal(0, scale, shape)
+        weights[name] = value.astype(np.float32)
+    return weights

@@ -19,6 +19,8 @@ def write_checkpoint(folder, spec: ModelSpec, seed: int, shards: int = 1, drop: 
               "num_key_value_heads": spec.n_kv_heads, "head_dim": spec.head_dim, "vocab_size": spec.vocab_size,
               "max_position_embeddings": spec.max_positions, "tie_word_embeddings": spec.tied_embeddings,
               "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "torch_dtype": "float32"}
+    if spec.family == "opt":
+        config.update({"ffn_dim": spec.d_ffn, "do_layer_norm_before": True, "activation_function": "relu"})
     (folder / "config.json").write_text(json.dumps(config))
     weights = random_weights(spec, seed=seed, scale=0.3)
     if drop:
@@ -35,6 +37,12 @@ TARGET = ModelSpec(name="t", family="llama", n_layers=2, d_model=32, n_heads=4, 
                    vocab_size=24, max_positions=512)
 DRAFT = ModelSpec(name="d", family="llama", n_layers=1, d_model=16, n_heads=2, n_kv_heads=2, head_dim=8, d_ffn=32,
                   vocab_size=24, max_positions=512)
+OPT_TARGET = ModelSpec(name="ot", family="opt", n_layers=2, d_model=32, n_heads=4, n_kv_heads=4, head_dim=8,
+                       d_ffn=64, vocab_size=24, max_positions=512, gated_ffn=False, norm="layer",
+                       tied_embeddings=True, qkv_bias=True, o_bias=True, ffn_bias=True)
+OPT_DRAFT = ModelSpec(name="od", family="opt", n_layers=1, d_model=16, n_heads=2, n_kv_heads=2, head_dim=8,
+                      d_ffn=32, vocab_size=24, max_positions=512, gated_ffn=False, norm="layer",
+                      tied_embeddings=True, qkv_bias=True, o_bias=True, ffn_bias=True)
 
 
 @pytest.fixture
@@ -43,9 +51,10 @@ def run():
     return lambda *args: runner.invoke(cli, list(args), catch_exceptions=False)
 
 
-def test_generate_speculative_equals_autoregressive_from_checkpoints(run, tmp_path):
-    write_checkpoint(tmp_path / "target", TARGET, seed=1, shards=2)
-    write_checkpoint(tmp_path / "draft", DRAFT, seed=2)
+@pytest.mark.parametrize("target, draft", [(TARGET, DRAFT), (OPT_TARGET, OPT_DRAFT)], ids=["llama", "opt"])
+def test_generate_speculative_equals_autoregressive_from_checkpoints(run, tmp_path, target, draft):
+    write_checkpoint(tmp_path / "target", target, seed=1, shards=2)
+    write_checkpoint(tmp_path / "draft", draft, seed=2)
     ar = json.loads(run("reference", "generate", "--target", str(tmp_path / "target"), "--prompt-ids", "1,2,3",
                         "--max-new-tokens", "16", "--mode", "ar", "--json").stdout)
     spec = run("reference", "generate", "--target", str(tmp_path / "target"), "--draft", str(tmp_path / "draft"),
@@ -68,13 +77,16 @@ def test_bad_checkpoints_are_one_line(run, tmp_path, problem, message):
 
 
 def test_unknown_family_and_bad_prompt(run, tmp_path):
-    folder = tmp_path / "opt"
-    folder.mkdir()
-    (folder / "config.json").write_text(json.dumps({"model_type": "opt", "hidden_size": 16, "ffn_dim": 32,
-                                                    "num_hidden_layers": 1, "num_attention_heads": 2,
-                                                    "vocab_size": 10, "max_position_embeddings": 32}))
-    result = run("reference", "generate", "--target", str(folder), "--prompt-ids", "1", "--mode", "ar")
-    assert result.exit_code == 2 and "is not run by the reference engine yet" in result.stderr
+    base = {"hidden_size": 16, "ffn_dim": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "vocab_size": 10,
+            "max_position_embeddings": 32}
+    for name, config, message in [
+            ("gpt2", {"model_type": "gpt2", **base}, "model_type"),
+            ("opt350m", {"model_type": "opt", "do_layer_norm_before": False, **base}, "post-LN OPT")]:
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps(config))
+        result = run("reference", "generate", "--target", str(folder), "--prompt-ids", "1", "--mode", "ar")
+        assert result.exit_code == 2 and message in result.stderr and len(result.stderr.strip().splitlines()) == 1
     write_checkpoint(tmp_path / "ok", TARGET, seed=1)
     bad = run("reference", "generate", "--target", str(tmp_path / "ok"), "--prompt-ids", "1,99", "--mode", "ar")
     assert bad.exit_code == 2 and "every id must be in 0..23" in bad.stderr

@@ -15,6 +15,8 @@ SHAPES = {
     "qwen2": dict(family="qwen2", n_heads=4, n_kv_heads=2, qkv_bias=True),
     "qwen3": dict(family="qwen3", n_heads=4, n_kv_heads=1, qk_norm=True, tied_embeddings=True, head_dim=12),
     "llama-biased": dict(family="llama", n_heads=2, n_kv_heads=1, qkv_bias=True, o_bias=True),
+    "opt": dict(family="opt", n_heads=4, n_kv_heads=4, gated_ffn=False, norm="layer", tied_embeddings=True,
+                qkv_bias=True, o_bias=True, ffn_bias=True, learned_positions=256 + 2),
 }
 
 
@@ -25,9 +27,49 @@ def spec_for(name: str) -> ModelSpec:
                      max_positions=256, **shape)
 
 
+def naive_opt_logits(w: dict, config: ReferenceConfig, tokens: list[int]) -> np.ndarray:
+    """OPT from scratch, token by token, following transformers' OPTDecoderLayer (pre-LN)."""
+    s, eps = config.spec, 1e-5
+    d = s.head_dim
+
+    def norm(x, name):
+        mu = float(np.mean(x))
+        var = float(np.mean((x - mu) ** 2))
+        return (x - mu) / math.sqrt(var + eps) * w[name + ".weight"] + w[name + ".bias"]
+
+    def lin(x, name):
+        return w[name + ".weight"] @ x + w[name + ".bias"]
+
+    xs = [w["model.decoder.embed_tokens.weight"][t].astype(np.float64)
+          + w["model.decoder.embed_positions.weight"][pos + 2] for pos, t in enumerate(tokens)]
+    for layer in range(s.n_layers):
+        p = f"model.decoder.layers.{layer}."
+        normed = [norm(x, p + "self_attn_layer_norm") for x in xs]
+        qs = [lin(a, p + "self_attn.q_proj") * d ** -0.5 for a in normed]  # transformers scales q
+        ks = [lin(a, p + "self_attn.k_proj") for a in normed]
+        vs = [lin(a, p + "self_attn.v_proj") for a in normed]
+        new = []
+        for t, x in enumerate(xs):
+            heads = []
+            for hh in range(s.n_heads):
+                cut = slice(hh * d, (hh + 1) * d)
+                scores = [float(qs[t][cut] @ ks[j][cut]) for j in range(t + 1)]
+                top = max(scores)
+                weights = [math.exp(sc - top) for sc in scores]
+                heads.append(sum(wt * vs[j][cut] for j, wt in enumerate(weights)) / sum(weights))
+            x = x + lin(np.concatenate(heads), p + "self_attn.out_proj")
+            hidden = lin(norm(x, p + "final_layer_norm"), p + "fc1")
+            new.append(x + lin(np.array([max(0.0, float(u)) for u in hidden]), p + "fc2"))
+        xs = new
+    head = w["model.decoder.embed_tokens.weight"]
+    return np.stack([head @ norm(x, "model.decoder.final_layer_norm") for x in xs])
+
+
 def naive_logits(w: dict, config: ReferenceConfig, tokens: list[int]) -> np.ndarray:
     """From scratch, token by token and head by head, with plain Python loops over positions."""
     s = config.spec
+    if s.family == "opt":
+        return naive_opt_logits(w, config, tokens)
     eps, theta = config.rms_norm_eps, config.rope_theta
 
     def norm(x, weight):
@@ -96,7 +138,7 @@ def test_cached_forward_equals_the_naive_implementation(name):
     np.testing.assert_allclose(got, expected, rtol=2e-4, atol=2e-4)
 
 
-@pytest.mark.parametrize("name", ["llama", "qwen3"])
+@pytest.mark.parametrize("name", ["llama", "qwen3", "opt"])
 def test_tree_forward_equals_the_sequential_forward_along_every_path(name):
     spec = spec_for(name)
     config = ReferenceConfig(spec)
@@ -144,8 +186,8 @@ def test_tree_mask_from_parents():
                              [True, False, True, False], [True, True, False, True]]
 
 
-def test_unsupported_family_is_refused():
-    opt = ModelSpec(name="o", family="opt", n_layers=1, d_model=8, n_heads=2, n_kv_heads=2, head_dim=4, d_ffn=8,
-                    vocab_size=10, max_positions=32, gated_ffn=False, norm="layer")
-    with pytest.raises(ValueError, match="reference engine runs llama"):
-        ReferenceConfig(opt)
+def test_opt_350m_layout_is_refused():
+    post_ln = ModelSpec(name="o", family="opt", n_layers=1, d_model=8, n_heads=2, n_kv_heads=2, head_dim=4, d_ffn=8,
+                        vocab_size=10, max_positions=32, gated_ffn=False, norm="layer", final_norm=False)
+    with pytest.raises(ValueError, match="pre-LN OPT"):
+        ReferenceConfig(post_ln)
