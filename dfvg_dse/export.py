@@ -89,6 +89,12 @@ def write_json(path: Path, document) -> Path:
                                                                        allow_nan=False, default=_jsonable) + "\n"))
 
 
+def write_jsonl(path: Path, records: list[dict]) -> Path:
+    """One JSON object per line (traces), written atomically."""
+    lines = [json.dumps(json_safe(r), allow_nan=False, default=_jsonable) for r in records]
+    return atomic_write(path, lambda tmp: tmp.write_text("".join(line + "\n" for line in lines)))
+
+
 def _jsonable(value):
     if hasattr(value, "item"):
         return value.item()

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import click
 import numpy as np
 
 from dfvg_dse.cli._base import catalog_of, cli, emit_json
+from dfvg_dse.export import write_jsonl
 from dfvg_dse.reference import Model, ReferenceConfig, generate_ar, generate_speculative
 from dfvg_dse.specs import InputError
 from dfvg_dse.tree import parse_tree_spec
@@ -31,9 +33,11 @@ def reference() -> None:
 @click.option("--max-new-tokens", type=click.IntRange(1, 100000), default=32, show_default=True)
 @click.option("--mode", type=click.Choice(["ar", "spec"]), default="spec", show_default=True)
 @click.option("--tree", "tree_spec", default="chain:4", show_default=True, help="Static tree SPEC for --mode spec.")
+@click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
+              help="Write one JSONL line per round (docs/trace-format.md; --mode spec).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.pass_context
-def reference_generate(ctx, target, draft, prompt_ids, max_new_tokens, mode, tree_spec, as_json):
+def reference_generate(ctx, target, draft, prompt_ids, max_new_tokens, mode, tree_spec, trace_path, as_json):
     """Greedy decoding, autoregressive or speculative with a static tree (lossless)."""
     try:
         prompt = [int(x) for x in prompt_ids.split(",")]
@@ -43,6 +47,9 @@ def reference_generate(ctx, target, draft, prompt_ids, max_new_tokens, mode, tre
     vocab = target_model.config.spec.vocab_size
     if any(not 0 <= t < vocab for t in prompt):
         raise InputError(f"--prompt-ids: every id must be in 0..{vocab - 1}")
+    if trace_path and mode != "spec":
+        raise InputError("--trace: only --mode spec has rounds to trace")
+    trace: list[dict] = []
     start = time.perf_counter()
     counts = None
     if mode == "ar":
@@ -55,13 +62,15 @@ def reference_generate(ctx, target, draft, prompt_ids, max_new_tokens, mode, tre
             raise InputError("--draft: its vocabulary differs from the target's")
         tree = parse_tree_spec(tree_spec)
         tokens, counts = generate_speculative(target_model, draft_model, prompt, max_new_tokens,
-                                              list(tree.parents), list(tree.ranks))
+                                              list(tree.parents), list(tree.ranks), trace)
     seconds = time.perf_counter() - start
     record = {"tokens": tokens, "tokens_per_s": len(tokens) / seconds, "mode": mode}
     if counts is not None:
         rounds = int(counts.sum())
         record.update({"rounds": rounds, "accept_counts": counts.tolist(),
                        "mean_accepted_per_round": float(np.dot(np.arange(len(counts)), counts) / max(rounds, 1))})
+    if trace_path:
+        record["trace"] = str(write_jsonl(Path(trace_path), trace))
     if as_json:
         emit_json(record)
     else:

@@ -8,10 +8,12 @@ longest path whose every token is the target's argmax; the target's own next tok
 follows, so the output equals greedy autoregressive decoding token for token.
 
 TODO(#6): sampling (SpecInfer/Sequoia multi-candidate), dynamic drafting, two processes over a
-link, traces.
+link.
 """
 
 from __future__ import annotations
+
+import time
 
 import numpy as np
 
@@ -39,15 +41,18 @@ def generate_ar(target: Model, prompt: list[int], max_new_tokens: int) -> list[i
     return out
 
 
-def draft_tree(draft: Model, last: int, position: int, parents: list[int], ranks: list[int]) -> list[int]:
-    """Tokens of a static tree whose root is `last` at `position`: node i is the draft's ranks[i]-th
-    choice after its parent. Each level re-runs the partial tree as one tree forward (so every node
-    attends to its own ancestors only), then the draft cache is rolled back to the prefix."""
+def draft_tree(draft: Model, last: int, position: int, parents: list[int],
+               ranks: list[int]) -> tuple[list[int], list[float]]:
+    """Tokens of a static tree whose root is `last` at `position`, and the draft's probability of
+    each token given its parent (the root's is 1.0): node i is the draft's ranks[i]-th choice after
+    its parent. Each level re-runs the partial tree as one tree forward (so every node attends to
+    its own ancestors only), then the draft cache is rolled back to the prefix."""
     prefix = draft.cache.length
     depth = [0] * len(parents)
     for i in range(1, len(parents)):
         depth[i] = depth[parents[i]] + 1
     tokens = [last] + [0] * (len(parents) - 1)
+    confidences = [1.0] * len(parents)
     for level in range(1, max(depth, default=0) + 1):
         known = [i for i in range(len(parents)) if depth[i] < level]  # ancestors first: topological
         logits = draft.run([tokens[i] for i in known], [position + depth[i] for i in known],
@@ -55,9 +60,12 @@ def draft_tree(draft: Model, last: int, position: int, parents: list[int], ranks
         draft.cache.keep(prefix, [])
         for i in range(1, len(parents)):
             if depth[i] == level:
-                order = np.argsort(-logits[known.index(parents[i])], kind="stable")
+                row = logits[known.index(parents[i])]
+                order = np.argsort(-row, kind="stable")
                 tokens[i] = int(order[ranks[i]])
-    return tokens
+                probs = np.exp(row - row.max())
+                confidences[i] = float(probs[tokens[i]] / probs.sum())
+    return tokens, confidences
 
 
 def verify_tree(target: Model, tokens: list[int], position: int, parents: list[int]) -> np.ndarray:
@@ -84,10 +92,19 @@ def accept_tokens(tokens: list[int], parents: list[int], logits: np.ndarray) -> 
         node = nxt
 
 
+# One token record on the link: id (int32), confidence (float32), alignment and padding to 16 bytes.
+TOKEN_RECORD_BYTES = 16
+
+
 def generate_speculative(target: Model, draft: Model, prompt: list[int], max_new_tokens: int, parents: list[int],
-                         ranks: list[int]) -> tuple[list[int], np.ndarray]:
+                         ranks: list[int], trace: list | None = None) -> tuple[list[int], np.ndarray]:
     """Greedy speculative decoding with a static tree (parents, ranks of a TreeSpec, root first).
-    Returns the new tokens and accept_counts[k]: rounds that kept k draft tokens."""
+    Returns the new tokens and accept_counts[k]: rounds that kept k draft tokens. When `trace` is a
+    list, one record per round is appended in the calibration trace format (docs/trace-format.md):
+    stage times in seconds from the start of decoding, link_bytes = one 16-byte record per draft
+    token sent plus one per token of the verdict (accepted path and bonus)."""
+    clock = time.perf_counter
+    origin = clock()
     logits = target.run(prompt, np.arange(len(prompt)))
     out = [int(np.argmax(logits[-1]))]
     counts = np.zeros(len(parents), dtype=int)
@@ -97,11 +114,20 @@ def generate_speculative(target: Model, draft: Model, prompt: list[int], max_new
         missing = (prompt + out[:-1])[draft.cache.length:]
         if missing:
             draft.run(missing, np.arange(draft.cache.length, draft.cache.length + len(missing)))
-        tokens = draft_tree(draft, out[-1], position, parents, ranks)
+        draft_start = clock()
+        tokens, confidences = draft_tree(draft, out[-1], position, parents, ranks)
+        verify_start = clock()
         prefix = target.cache.length
         verdict = verify_tree(target, tokens, position, parents)
         path, bonus = accept_tokens(tokens, parents, verdict)
         target.cache.keep(prefix, path)  # rollback: only the accepted path stays
+        verify_end = clock()
         counts[len(path) - 1] += 1
+        if trace is not None:
+            trace.append({"round": int(counts.sum()) - 1, "parents": list(parents), "ranks": list(ranks),
+                          "confidences": confidences, "accepted": path,
+                          "draft_start_s": draft_start - origin, "draft_end_s": verify_start - origin,
+                          "verify_start_s": verify_start - origin, "verify_end_s": verify_end - origin,
+                          "link_bytes": TOKEN_RECORD_BYTES * (len(tokens) - 1 + len(path))})
         out += [tokens[i] for i in path[1:]] + [bonus]
     return out[:max_new_tokens], counts

@@ -90,3 +90,41 @@ def test_unknown_family_and_bad_prompt(run, tmp_path):
     write_checkpoint(tmp_path / "ok", TARGET, seed=1)
     bad = run("reference", "generate", "--target", str(tmp_path / "ok"), "--prompt-ids", "1,99", "--mode", "ar")
     assert bad.exit_code == 2 and "every id must be in 0..23" in bad.stderr
+
+
+def test_trace_agrees_with_the_run_and_feeds_the_acceptance_fit(run, tmp_path):
+    write_checkpoint(tmp_path / "target", TARGET, seed=1)
+    write_checkpoint(tmp_path / "draft", DRAFT, seed=2)
+    trace = tmp_path / "trace.jsonl"
+    result = run("reference", "generate", "--target", str(tmp_path / "target"), "--draft", str(tmp_path / "draft"),
+                 "--prompt-ids", "1,2,3", "--max-new-tokens", "40", "--tree", "seq:2x2", "--trace", str(trace),
+                 "--json")
+    out = json.loads(result.stdout)
+    rounds = [json.loads(line) for line in trace.read_text().splitlines()]
+    assert len(rounds) == out["rounds"] and [r["round"] for r in rounds] == list(range(len(rounds)))
+    kept = [len(r["accepted"]) - 1 for r in rounds]
+    assert [kept.count(k) for k in range(len(out["accept_counts"]))] == out["accept_counts"]
+    for r in rounds:
+        path = r["accepted"]
+        assert path[0] == 0 and all(r["parents"][b] == a for a, b in zip(path, path[1:]))
+        assert all(0 < c <= 1 for c in r["confidences"])
+        # siblings are the draft's ranked choices: a lower rank never has a lower probability
+        for i, j in zip(range(1, len(r["parents"])), range(2, len(r["parents"]))):
+            if r["parents"][i] == r["parents"][j] and r["ranks"][i] < r["ranks"][j]:
+                assert r["confidences"][i] >= r["confidences"][j]
+        assert r["draft_start_s"] <= r["draft_end_s"] <= r["verify_start_s"] <= r["verify_end_s"]
+        assert r["link_bytes"] == 16 * (len(r["parents"]) - 1 + len(path))
+    # the fit reads it: its rank-0 acceptance is the share of accepted nodes whose rank-0 child was kept
+    fit = run("acceptance", "fit", str(trace), "-o", str(tmp_path / "fit.toml"), "--bootstrap", "10", "--json")
+    assert fit.exit_code == 0, fit.stderr
+    had_child = sum(sum(1 for n in r["accepted"] if any(
+        p == n and r["ranks"][c] == 0 for c, p in enumerate(r["parents"]))) for r in rounds)
+    took_rank0 = sum(sum(1 for n in r["accepted"][1:] if r["ranks"][n] == 0) for r in rounds)
+    assert json.loads(fit.stdout)["rank_probs"][0] == pytest.approx(took_rank0 / had_child)
+
+
+def test_trace_needs_speculative_mode(run, tmp_path):
+    write_checkpoint(tmp_path / "target", TARGET, seed=1)
+    result = run("reference", "generate", "--target", str(tmp_path / "target"), "--prompt-ids", "1", "--mode", "ar",
+                 "--trace", str(tmp_path / "t.jsonl"))
+    assert result.exit_code == 2 and "--trace" in result.stderr and not (tmp_path / "t.jsonl").exists()
