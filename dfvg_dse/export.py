@@ -115,6 +115,11 @@ def write_table(path: Path, frame: pd.DataFrame) -> list[Path]:
     return written
 
 
+def write_records(path: Path, records: list[dict]) -> list[Path]:
+    """A table of one row per record (same keys), as write_table writes it."""
+    return write_table(path, pd.DataFrame(records))
+
+
 def write_plot(path: Path, draw) -> Path:
     """draw(tmp_path) renders a figure; the file appears under `path` only when complete."""
     return atomic_write(path, draw)

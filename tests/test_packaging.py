@@ -27,7 +27,8 @@ def wheel(tmp_path_factory) -> Path:
 @pytest.mark.slow
 def test_wheel_contains_the_data(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
-    for data in ("hwdb/gpu/rtx-4090.toml", "hwdb/fpga/v80.toml", "hwdb/defaults.toml", "models/llama-2-7b.toml"):
+    for data in ("hwdb/gpu/rtx-4090.toml", "hwdb/fpga/v80.toml", "hwdb/defaults.toml", "models/llama-2-7b.toml",
+                 "models/reference/target/model.safetensors", "models/reference/prompts.jsonl"):
         assert f"dfvg_dse/_data/{data}" in names
     shipped = {p.relative_to(ROOT).as_posix() for p in (ROOT / "hwdb").rglob("*.toml")}
     assert {f"dfvg_dse/_data/{p}" for p in shipped} <= names

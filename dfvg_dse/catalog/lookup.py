@@ -226,11 +226,16 @@ class Catalog:
         return None
 
     @staticmethod
-    def read_checkpoint(folder: str | Path):
-        """A Hugging Face checkpoint folder: (config, ModelSpec, float32 tensors)."""
+    def read_checkpoint(folder: str | Path, role: str = "target"):
+        """A Hugging Face checkpoint folder, or `builtin:tiny` (the shipped reference pair's `role`,
+        target or draft): (config, ModelSpec, float32 tensors, folder)."""
         from dfvg_dse.catalog.checkpoints import read_checkpoint
 
-        return read_checkpoint(folder)
+        if str(folder).startswith("builtin:"):
+            if str(folder) != "builtin:tiny":
+                raise CatalogError(f"{folder}: unknown built-in checkpoint; the shipped pair is builtin:tiny")
+            folder = shipped_data_dir("models") / "reference" / role
+        return (*read_checkpoint(folder), Path(folder))
 
     @staticmethod
     def read_study(path: str | Path) -> dict:
@@ -245,6 +250,20 @@ class Catalog:
     def read_trace(path: str | Path) -> list[tuple[int, dict]]:
         """A decoding trace (docs/trace-format.md): (line number, round object) pairs."""
         return read_jsonl(Path(path))
+
+    @staticmethod
+    def read_reference_prompts(path: str | Path | None = None, split: str | None = None) -> list[dict]:
+        """Prompt set of the reference decoder (JSONL: id, split, source, text); the shipped one by default."""
+        path = Path(path) if path else shipped_data_dir("models") / "reference" / "prompts.jsonl"
+        prompts = []
+        for line, raw in read_jsonl(path):
+            if not isinstance(raw.get("text"), str) or not raw["text"]:
+                raise CatalogError(f"{path}:{line}: field 'text' must be a non-empty string")
+            if split is None or raw.get("split") == split:
+                prompts.append(raw)
+        if not prompts:
+            raise CatalogError(f"{path}: no prompt" + (f" with split '{split}'" if split else ""))
+        return prompts
 
     def write_profile(self, path: str | Path, profile: AcceptanceProfile, meta: dict, force: bool = False) -> Path:
         """Write a profile file atomically (never over an existing file without force); it must read back."""

@@ -2,8 +2,8 @@
 verification, independent of the analytical code (it imports specs only)."""
 
 from dfvg_dse.reference.speculative import (Model, accept_tokens, draft_tree, generate_ar, generate_speculative,
-                                            verify_tree)
+                                            greedy_agreement, verify_tree)
 from dfvg_dse.reference.tiny_lm import KVCache, ReferenceConfig, forward, random_weights, tree_mask
 
 __all__ = ["KVCache", "Model", "ReferenceConfig", "accept_tokens", "draft_tree", "forward", "generate_ar",
-           "generate_speculative", "random_weights", "tree_mask", "verify_tree"]
+           "generate_speculative", "greedy_agreement", "random_weights", "tree_mask", "verify_tree"]

@@ -131,3 +131,15 @@ def generate_speculative(target: Model, draft: Model, prompt: list[int], max_new
                           "link_bytes": TOKEN_RECORD_BYTES * (len(tokens) - 1 + len(path))})
         out += [tokens[i] for i in path[1:]] + [bonus]
     return out[:max_new_tokens], counts
+
+
+def greedy_agreement(target: Model, draft: Model, prompt: list[int], max_new_tokens: int) -> tuple[int, int]:
+    """(positions where the draft's argmax equals the target's, positions compared) along the
+    target's own greedy continuation of `prompt`, teacher-forced: the per-token acceptance of
+    greedy speculative decoding. Both models must have empty caches; they are left filled."""
+    continuation = generate_ar(target, prompt, max_new_tokens)
+    full = prompt + continuation[:-1]  # every token whose next token the target chose
+    target.cache.keep(0, [])
+    wanted = np.argmax(target.run(full, np.arange(len(full))), axis=-1)[len(prompt) - 1:]
+    guessed = np.argmax(draft.run(full, np.arange(len(full))), axis=-1)[len(prompt) - 1:]
+    return int(np.sum(wanted == guessed)), len(wanted)

@@ -1,0 +1,86 @@
+"""The shipped tiny pair (models/reference/): provenance, size, the draft is good enough to matter
+(greedy token acceptance >= 0.6 on held-out prompts), and the commands that use it."""
+
+import csv
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from dfvg_dse.catalog import Catalog
+from dfvg_dse.catalog.lookup import shipped_data_dir
+from dfvg_dse.cli import cli
+from dfvg_dse.reference import Model, ReferenceConfig, greedy_agreement
+
+PAIR = shipped_data_dir("models") / "reference"
+
+
+def load(role: str) -> Model:
+    _, spec, tensors, _ = Catalog.read_checkpoint("builtin:tiny", role)
+    return Model(tensors, ReferenceConfig(spec))
+
+
+@pytest.fixture
+def run():
+    runner = CliRunner()
+    return lambda *args: runner.invoke(cli, list(args), catch_exceptions=False)
+
+
+@pytest.mark.parametrize("role, low, high", [("target", 2e6, 8e6), ("draft", 1e5, 5e5)])
+def test_card_matches_the_weights(role, low, high):
+    card = json.loads((PAIR / role / "training.json").read_text())
+    counted = sum(t.size for t in load(role).weights.values())  # tied head: counted once
+    assert card["parameters"] == counted and low <= counted <= high
+    assert card["steps"] > 0 and "standard library" in card["data"] and card["held_out_bits_per_byte"] < 4
+
+
+def test_pair_fits_the_size_budget():
+    assert sum(p.stat().st_size for p in PAIR.rglob("*") if p.is_file()) <= 25 * 2**20
+
+
+def test_draft_is_good_enough_to_matter():
+    prompts = Catalog.read_reference_prompts(split="held-out")[:6]
+    agree = [greedy_agreement(load("target"), load("draft"), list(p["text"].encode()), 48) for p in prompts]
+    acceptance = sum(a for a, _ in agree) / sum(n for _, n in agree)
+    assert acceptance >= 0.6
+
+
+def test_generate_text_with_the_shipped_pair_is_lossless(run):
+    common = ["reference", "generate", "--prompt", "def main(argv):\n    ", "--max-new-tokens", "40", "--json"]
+    ar = json.loads(run(*common, "--mode", "ar").stdout)
+    spec = json.loads(run(*common, "--tree", "chain:4").stdout)
+    assert spec["tokens"] == ar["tokens"] and len(ar["tokens"]) == 40
+    assert ar["text"] == bytes(ar["tokens"]).decode("utf-8", "replace")
+    assert spec["mean_accepted_per_round"] > 1.0  # a real draft: more than one token kept per round
+
+
+def test_bench_writes_its_table(run, tmp_path):
+    out = tmp_path / "bench.csv"
+    result = run("reference", "bench", "--count", "1", "--max-new-tokens", "16", "--repeats", "1",
+                 "--trees", "chain:2,kary:2x2", "-o", str(out), "--json")
+    assert result.exit_code == 0, result.stderr
+    record = json.loads(result.stdout)
+    rows = list(csv.DictReader(out.open()))
+    assert [r["tree"] for r in rows] == ["", "chain:2", "kary:2x2"] and len(record["rows"]) == 3
+    ar_rate = float(rows[0]["tokens_per_s"])
+    for row in rows[1:]:
+        assert float(row["speedup"]) == pytest.approx(float(row["tokens_per_s"]) / ar_rate)
+    assert 0.0 <= record["greedy_token_acceptance"] <= 1.0
+
+
+def test_bad_prompt_set_and_builtin_names_are_one_line(run, tmp_path):
+    bad = tmp_path / "p.jsonl"
+    bad.write_text('{"id": 0, "text": ""}\n')
+    result = run("reference", "bench", "--prompts", str(bad), "-o", str(tmp_path / "b.csv"))
+    assert result.exit_code == 2 and "field 'text'" in result.stderr and not (tmp_path / "b.csv").exists()
+    result = run("reference", "generate", "--target", "builtin:huge", "--prompt", "x")
+    assert result.exit_code == 2 and "builtin:tiny" in result.stderr
+    result = run("reference", "generate", "--prompt", "x", "--prompt-ids", "1")
+    assert result.exit_code == 2 and "exactly one" in result.stderr
+
+
+def test_prompt_set_has_both_halves():
+    splits = [p["split"] for p in Catalog.read_reference_prompts()]
+    assert splits.count("calibration") == splits.count("held-out") > 0
+    assert np.all([isinstance(p["source"], str) for p in Catalog.read_reference_prompts()])
