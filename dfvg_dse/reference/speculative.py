@@ -53,18 +53,24 @@ def draft_tree(draft: Model, last: int, position: int, parents: list[int],
         depth[i] = depth[parents[i]] + 1
     tokens = [last] + [0] * (len(parents) - 1)
     confidences = [1.0] * len(parents)
+    chain = list(parents) == list(range(-1, len(parents) - 1))
     for level in range(1, max(depth, default=0) + 1):
         known = [i for i in range(len(parents)) if depth[i] < level]  # ancestors first: topological
-        logits = draft.run([tokens[i] for i in known], [position + depth[i] for i in known],
-                           [-1] + [known.index(parents[i]) for i in known[1:]])
-        draft.cache.keep(prefix, [])
+        if chain:  # every cached token is an ancestor: run only the newest one, roll back at the end
+            rows = {level - 1: draft.run([tokens[level - 1]], [position + level - 1])[-1]}
+        else:
+            logits = draft.run([tokens[i] for i in known], [position + depth[i] for i in known],
+                               [-1] + [known.index(parents[i]) for i in known[1:]])
+            draft.cache.keep(prefix, [])
+            rows = dict(zip(known, logits))
         for i in range(1, len(parents)):
             if depth[i] == level:
-                row = logits[known.index(parents[i])]
+                row = rows[parents[i]]
                 order = np.argsort(-row, kind="stable")
                 tokens[i] = int(order[ranks[i]])
                 probs = np.exp(row - row.max())
                 confidences[i] = float(probs[tokens[i]] / probs.sum())
+    draft.cache.keep(prefix, [])
     return tokens, confidences
 
 

@@ -43,3 +43,16 @@ def test_a_draft_equal_to_the_target_is_always_accepted():
     tokens, counts = generate_speculative(target, draft, [1, 2, 3], 13, parents, ranks)
     # every round keeps all 3 draft tokens plus the bonus: 1 + 3 rounds of 4 tokens
     assert counts[3] == counts.sum() == 3 and len(tokens) == 13
+
+
+def test_a_rank0_chain_draft_is_the_drafts_own_greedy_continuation():
+    from dfvg_dse.reference import draft_tree
+
+    _, draft = models(7)
+    prefix = [3, 1, 4, 1, 5]
+    draft.run(prefix[:-1], np.arange(4))  # the cache holds every token before the root
+    tokens, confidences = draft_tree(draft, prefix[-1], 4, [-1, 0, 1, 2, 3], [0] * 5)
+    assert draft.cache.length == 4  # rolled back to the prefix
+    _, fresh = models(7)
+    assert tokens[1:] == generate_ar(fresh, prefix, 4)
+    assert confidences[0] == 1.0 and all(0 < c <= 1 for c in confidences[1:])
