@@ -41,6 +41,14 @@ def generate_ar(target: Model, prompt: list[int], max_new_tokens: int) -> list[i
     return out
 
 
+def _depths(parents: list[int]) -> list[int]:
+    """Depth of every node below the root (node 0), parents before children."""
+    depth = [0] * len(parents)
+    for i in range(1, len(parents)):
+        depth[i] = depth[parents[i]] + 1
+    return depth
+
+
 def draft_tree(draft: Model, last: int, position: int, parents: list[int],
                ranks: list[int]) -> tuple[list[int], list[float]]:
     """Tokens of a static tree whose root is `last` at `position`, and the draft's probability of
@@ -48,9 +56,7 @@ def draft_tree(draft: Model, last: int, position: int, parents: list[int],
     its parent. Each level re-runs the partial tree as one tree forward (so every node attends to
     its own ancestors only), then the draft cache is rolled back to the prefix."""
     prefix = draft.cache.length
-    depth = [0] * len(parents)
-    for i in range(1, len(parents)):
-        depth[i] = depth[parents[i]] + 1
+    depth = _depths(parents)
     tokens = [last] + [0] * (len(parents) - 1)
     confidences = [1.0] * len(parents)
     chain = list(parents) == list(range(-1, len(parents) - 1))
@@ -76,9 +82,7 @@ def draft_tree(draft: Model, last: int, position: int, parents: list[int],
 
 def verify_tree(target: Model, tokens: list[int], position: int, parents: list[int]) -> np.ndarray:
     """Target logits (T, V) of every tree node in one forward; the cache keeps all of them for now."""
-    depth = [0] * len(parents)
-    for i in range(1, len(parents)):
-        depth[i] = depth[parents[i]] + 1
+    depth = _depths(parents)
     return target.run(tokens, [position + d for d in depth], parents)
 
 
