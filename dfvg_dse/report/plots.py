@@ -14,6 +14,13 @@ def _pyplot():
     return plt
 
 
+
+def _save(plt, fig, path: str | Path) -> None:
+    """Lay out, write in the format the suffix names (PNG without one) and free the figure."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=120, format=Path(path).suffix.lstrip(".") or "png")
+    plt.close(fig)
+
 def plot_compare(rows: list[dict], path: str | Path, title: str) -> None:
     """Bars of speedup and energy efficiency against AR for every scenario (feasible ones)."""
     plt = _pyplot()
@@ -31,9 +38,7 @@ def plot_compare(rows: list[dict], path: str | Path, title: str) -> None:
         for bar, value in zip(bars, values):
             ax.annotate(f"{value:.2f}", (bar.get_x() + bar.get_width() / 2, value), ha="center", va="bottom", fontsize=8)
     fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _save(plt, fig, path)
 
 
 def plot_sweep(sweep, path: str | Path, title: str) -> None:
@@ -54,9 +59,7 @@ def plot_sweep(sweep, path: str | Path, title: str) -> None:
     ax.set_title(f"{title}\n{sweep.crossover}", fontsize=10)
     ax.legend()
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _save(plt, fig, path)
 
 
 def plot_pareto(info, path: str | Path, title: str) -> None:
@@ -95,9 +98,7 @@ def plot_pareto(info, path: str | Path, title: str) -> None:
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="lower right", ncol=2)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120, format=Path(path).suffix.lstrip(".") or "png")
-    plt.close(fig)
+    _save(plt, fig, path)
 
 
 def plot_importance(importances: dict, path: str | Path, title: str) -> None:
@@ -108,6 +109,4 @@ def plot_importance(importances: dict, path: str | Path, title: str) -> None:
     ax.barh(names, [importances[n] for n in names], color="#3465a4")
     ax.set_xlabel("importance for tokens/s (PED-ANOVA, share)")
     ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120, format=Path(path).suffix.lstrip(".") or "png")
-    plt.close(fig)
+    _save(plt, fig, path)
