@@ -44,3 +44,20 @@ def read_checkpoint(folder: str | Path) -> tuple[dict, ModelSpec, dict]:
             raise CatalogError(f"{folder}: tensor '{name}' has shape {tuple(tensors[name].shape)}; "
                                f"config.json implies {shape}")
     return config, spec, {k: np.asarray(v, dtype=np.float32) for k, v in tensors.items()}
+
+
+def read_tokenizer(folder: str | Path):
+    """The folder's tokenizer.json through the optional `tokenizers` package, or None when the
+    folder has none (byte-level checkpoints need none)."""
+    path = Path(folder) / "tokenizer.json"
+    if not path.is_file():
+        return None
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        raise CatalogError(f"{path}: reading it needs the optional tokenizers package "
+                           "(pip install 'dfvg-dse[tokenizers]'), or pass --prompt-ids") from None
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as error:  # tokenizers raises its own exception type for malformed files
+        raise CatalogError(f"{path}: not a tokenizers file ({str(error).splitlines()[0]})") from None

@@ -238,6 +238,13 @@ class Catalog:
         return (*read_checkpoint(folder), Path(folder))
 
     @staticmethod
+    def read_tokenizer(folder: str | Path):
+        """A checkpoint folder's tokenizer.json (`tokenizers` package), or None when it has none."""
+        from dfvg_dse.catalog.checkpoints import read_tokenizer
+
+        return read_tokenizer(folder)
+
+    @staticmethod
     def read_study(path: str | Path) -> dict:
         """A study file (TOML): [models], [hardware] and [space] tables (docs/search.md)."""
         data = read_toml(Path(path))

@@ -1,4 +1,7 @@
-"""Commands of the reference decoder (issue 6, in progress): reference generate, reference bench."""
+"""Commands of the reference decoder (issue 6): reference generate, reference bench.
+
+Decoding runs in stage processes (stages.py): the verifier alone for autoregressive decoding, the
+drafter and the verifier joined by a pipe (optionally an emulated hwdb link) for speculative."""
 
 from __future__ import annotations
 
@@ -10,32 +13,131 @@ import click
 import numpy as np
 
 from dfvg_dse.cli._base import catalog_of, cli, emit_json, emit_table
+from dfvg_dse.cli.decoding import _tree
 from dfvg_dse.export import write_jsonl, write_records
-from dfvg_dse.reference import Model, ReferenceConfig, generate_ar, generate_speculative, greedy_agreement
+from dfvg_dse.reference import Model, ReferenceConfig, Sampling, greedy_agreement
+from dfvg_dse.reference.speculative import VERIFICATIONS
+from dfvg_dse.reference.stages import SCHEDULES, Job, LinkEmulation, RunResult, StageError, TwoStageRuntime
 from dfvg_dse.specs import InputError
-from dfvg_dse.tree import parse_tree_spec
+from dfvg_dse.specs.decoding import AdaptRule, Eagle2Rule
 
 
-def _load(ctx, folder: str, role: str) -> tuple[Model, bool]:
-    """The model, and whether its tokens are bytes (a 256-token vocabulary without tokenizer.json)."""
-    config, spec, tensors, path = catalog_of(ctx).read_checkpoint(folder, role)
+class StageFailure(click.ClickException):
+    """A stage process failed: one line, exit code 1 (not the user's input)."""
+
+    exit_code = 1
+
+
+class _Text:
+    """Text <-> token ids: the checkpoint's tokenizer.json, else bytes for a 256-token vocabulary."""
+
+    def __init__(self, tokenizer=None):
+        self.tokenizer = tokenizer
+
+    def encode(self, text: str) -> list[int]:
+        return list(text.encode("utf-8")) if self.tokenizer is None else self.tokenizer.encode(text).ids
+
+    def decode(self, ids: list[int]) -> str:
+        return bytes(ids).decode("utf-8", "replace") if self.tokenizer is None else self.tokenizer.decode(ids)
+
+
+def _load(ctx, folder: str, role: str) -> tuple[Model, _Text | None]:
+    """The model and its text codec (None: neither a tokenizer.json nor a byte vocabulary)."""
+    catalog = catalog_of(ctx)
+    config, spec, tensors, path = catalog.read_checkpoint(folder, role)
     model = Model(tensors, ReferenceConfig(spec, rope_theta=float(config.get("rope_theta", 10000.0)),
                                            rms_norm_eps=float(config.get("rms_norm_eps", 1e-6))))
-    return model, spec.vocab_size == 256 and not (path / "tokenizer.json").exists()
+    tokenizer = catalog.read_tokenizer(path)
+    if tokenizer is not None:
+        return model, _Text(tokenizer)
+    return model, _Text() if spec.vocab_size == 256 else None
 
 
-def _prompt_tokens(prompt: str | None, prompt_ids: str | None, byte_level: bool) -> list[int]:
+def _load_pair(ctx, target: str, draft: str | None) -> tuple[Model, Model, _Text | None]:
+    target_model, text = _load(ctx, target, "target")
+    draft = draft or ("builtin:tiny" if target.startswith("builtin:") else None)
+    if not draft:
+        raise InputError("--draft is required with --mode spec")
+    draft_model, _ = _load(ctx, draft, "draft")
+    if draft_model.config.spec.vocab_size != target_model.config.spec.vocab_size:
+        raise InputError("--draft: its vocabulary differs from the target's")
+    return target_model, draft_model, text
+
+
+def _prompt_tokens(prompt: str | None, prompt_ids: str | None, text: _Text | None) -> list[int]:
     if (prompt is None) == (prompt_ids is None):
         raise InputError("give exactly one of --prompt TEXT and --prompt-ids 1,2,3")
     if prompt is not None:
-        if not byte_level:
-            # TODO(#6): tokenizer.json through the optional `tokenizers` package
-            raise InputError("--prompt: this checkpoint is not byte-level; pass --prompt-ids")
-        return list(prompt.encode("utf-8"))
+        if text is None:
+            raise InputError("--prompt: this checkpoint has no tokenizer.json and is not byte-level; "
+                             "pass --prompt-ids")
+        return text.encode(prompt)
     try:
         return [int(x) for x in prompt_ids.split(",")]
     except ValueError:
         raise InputError(f"--prompt-ids {prompt_ids!r}: expected integers like 1,2,3") from None
+
+
+def _link(ctx, name: str | None) -> tuple[LinkEmulation, str]:
+    if name in (None, "none"):
+        return LinkEmulation(), "none"
+    return LinkEmulation.from_spec(catalog_of(ctx).link(name)), name
+
+
+def _run(runtime: TwoStageRuntime, job: Job) -> RunResult:
+    try:
+        return runtime.run(job)
+    except StageError as error:
+        raise StageFailure(str(error)) from None
+
+
+def _decoding_options(command):
+    """Options shared by generate and bench: how tokens are sampled, drafted and moved."""
+    options = [
+        click.option("--temperature", type=click.FloatRange(0), default=0.0, show_default=True,
+                     help="Sampling temperature (0 = greedy)."),
+        click.option("--top-p", type=click.FloatRange(0, 1, min_open=True), default=1.0, show_default=True,
+                     help="Nucleus sampling: keep the most likely tokens up to this mass."),
+        click.option("--verification", type=click.Choice(VERIFICATIONS), default="sequoia", show_default=True,
+                     help="Sampled static trees: siblings drawn without (sequoia) or with (specinfer) replacement."),
+        click.option("--seed", type=int, default=0, show_default=True),
+        click.option("--link", "link_name", help="Emulate this hwdb link's latency and bandwidth [default: none]."),
+        click.option("--no-pin", is_flag=True, help="Do not pin the two stage processes to separate cores."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _dynamic_options(command):
+    options = [
+        click.option("--dynamic", type=click.Choice(["adapt", "eagle2"]), help="Draft dynamic trees instead of --tree."),
+        click.option("--threshold", type=click.FloatRange(0, 1, max_open=True), default=0.05, show_default=True,
+                     help="adapt: tau, keep children with confidence above it."),
+        click.option("--gumbel-temperature", type=click.FloatRange(0), default=0.0, show_default=True,
+                     help="adapt: Gumbel top-k temperature (0 = top-k)."),
+        click.option("--k-max", type=click.IntRange(1, 64), default=4, show_default=True, help="adapt: per-level cap."),
+        click.option("--budget", type=click.IntRange(1, 256), default=8, show_default=True,
+                     help="adapt: draft tokens per round."),
+        click.option("--min-depth", type=click.IntRange(1, 64), default=2, show_default=True, help="adapt: D_min."),
+        click.option("--max-depth", type=click.IntRange(1, 64), default=6, show_default=True, help="adapt: depth limit."),
+        click.option("--top-k", type=click.IntRange(1, 64), default=4, show_default=True, help="eagle2: top_k."),
+        click.option("--depth", type=click.IntRange(1, 64), default=4, show_default=True, help="eagle2: steps."),
+        click.option("--total-tokens", type=click.IntRange(2, 512), default=8, show_default=True,
+                     help="eagle2: verified tokens including the root."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _dynamic_rule(dynamic, threshold, gumbel_temperature, k_max, budget, min_depth, max_depth, top_k, depth,
+                  total_tokens):
+    if dynamic == "adapt":
+        if min_depth > max_depth:
+            raise InputError(f"--min-depth {min_depth}: must be <= --max-depth {max_depth}")
+        return AdaptRule(threshold, gumbel_temperature, k_max, budget, min_depth, max_depth)
+    return Eagle2Rule(top_k, depth, total_tokens)
 
 
 @cli.group()
@@ -47,58 +149,69 @@ def reference() -> None:
 @click.option("--target", default="builtin:tiny", show_default=True,
               help="Target checkpoint folder, or builtin:tiny (the shipped pair).")
 @click.option("--draft", help="Draft checkpoint folder or builtin:tiny [default: builtin:tiny with a builtin target].")
-@click.option("--prompt", help="Prompt text (byte-level checkpoints).")
+@click.option("--prompt", help="Prompt text (byte-level checkpoints, or through the folder's tokenizer.json).")
 @click.option("--prompt-ids", help="Prompt token ids: 1,2,3.")
 @click.option("--max-new-tokens", type=click.IntRange(1, 100000), default=32, show_default=True)
 @click.option("--mode", type=click.Choice(["ar", "spec"]), default="spec", show_default=True)
 @click.option("--tree", "tree_spec", default="chain:4", show_default=True, help="Static tree SPEC for --mode spec.")
+@_dynamic_options
+@click.option("--schedule", type=click.Choice(SCHEDULES), default="sequential", show_default=True,
+              help="overlap: draft the next tree on the predicted verdict while the target verifies.")
+@_decoding_options
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
               help="Write one JSONL line per round (docs/trace-format.md; --mode spec).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.pass_context
-def reference_generate(ctx, target, draft, prompt, prompt_ids, max_new_tokens, mode, tree_spec, trace_path, as_json):
-    """Greedy decoding, autoregressive or speculative with a static tree (lossless)."""
-    target_model, byte_level = _load(ctx, target, "target")
-    prompt = _prompt_tokens(prompt, prompt_ids, byte_level)
-    vocab = target_model.config.spec.vocab_size
-    if any(not 0 <= t < vocab for t in prompt):
-        raise InputError(f"--prompt-ids: every id must be in 0..{vocab - 1}")
+def reference_generate(ctx, target, draft, prompt, prompt_ids, max_new_tokens, mode, tree_spec, dynamic, threshold,
+                       gumbel_temperature, k_max, budget, min_depth, max_depth, top_k, depth, total_tokens, schedule,
+                       temperature, top_p, verification, seed, link_name, no_pin, trace_path, as_json):
+    """Decode autoregressively or speculatively (lossless) with the draft and verify stages in two processes."""
     if trace_path and mode != "spec":
         raise InputError("--trace: only --mode spec has rounds to trace")
-    trace: list[dict] = []
-    start = time.perf_counter()
-    counts = None
-    if mode == "ar":
-        tokens = generate_ar(target_model, prompt, max_new_tokens)
+    if mode == "spec":
+        target_model, draft_model, text = _load_pair(ctx, target, draft)
     else:
-        draft = draft or ("builtin:tiny" if target.startswith("builtin:") else None)
-        if not draft:
-            raise InputError("--draft is required with --mode spec")
-        draft_model, _ = _load(ctx, draft, "draft")
-        if draft_model.config.spec.vocab_size != vocab:
-            raise InputError("--draft: its vocabulary differs from the target's")
-        tree = parse_tree_spec(tree_spec)
-        tokens, counts = generate_speculative(target_model, draft_model, prompt, max_new_tokens,
-                                              list(tree.parents), list(tree.ranks), trace)
-    seconds = time.perf_counter() - start
-    record = {"tokens": tokens, "text": bytes(tokens).decode("utf-8", "replace") if byte_level else None,
-              "tokens_per_s": len(tokens) / seconds, "mode": mode}
-    if counts is not None:
-        rounds = int(counts.sum())
-        record.update({"rounds": rounds, "accept_counts": counts.tolist(),
-                       "mean_accepted_per_round": float(np.dot(np.arange(len(counts)), counts) / max(rounds, 1))})
+        (target_model, text), draft_model = _load(ctx, target, "target"), None
+    prompt = _prompt_tokens(prompt, prompt_ids, text)
+    vocab = target_model.config.spec.vocab_size
+    if any(not 0 <= t < vocab for t in prompt):
+        raise InputError(f"{'--prompt-ids' if prompt_ids else '--prompt'}: every token id must be in 0..{vocab - 1}")
+    rule = None
+    if mode == "spec":
+        if dynamic:
+            rule = _dynamic_rule(dynamic, threshold, gumbel_temperature, k_max, budget, min_depth, max_depth, top_k,
+                                 depth, total_tokens)
+        else:
+            tree = _tree(ctx, tree_spec)
+            rule = (tuple(tree.parents), tuple(tree.ranks))
+    link, link_label = _link(ctx, link_name)
+    job = Job(tuple(prompt), max_new_tokens, rule, Sampling(temperature, top_p, verification), seed, schedule,
+              trace=bool(trace_path))
+    start = time.perf_counter()
+    with TwoStageRuntime(target_model, draft_model, link, pin=not no_pin) as runtime:
+        startup = time.perf_counter() - start
+        result = _run(runtime, job)
+    tokens = result.tokens
+    record = {"tokens": tokens, "text": text.decode(tokens) if text is not None else None,
+              "tokens_per_s": len(tokens) / result.seconds, "seconds": result.seconds, "mode": mode,
+              "temperature": temperature, "top_p": top_p, "seed": seed, "link": link_label,
+              "pinned": runtime.pinned, "startup_s": startup}
+    if mode == "spec":
+        counts = np.asarray(result.accept_counts)
+        record.update({"schedule": schedule, "drafting": dynamic or tree_spec, "rounds": result.rounds,
+                       "accept_counts": counts.tolist(),
+                       "mean_accepted_per_round": float(np.dot(np.arange(len(counts)), counts) / max(result.rounds, 1)),
+                       "link_bytes": result.link_bytes, "overlap_hits": result.overlap_hits,
+                       "overlap_misses": result.overlap_misses})
     if trace_path:
-        record["trace"] = str(write_jsonl(Path(trace_path), trace))
+        record["trace"] = str(write_jsonl(Path(trace_path), result.trace))
     if as_json:
         emit_json(record)
     else:
-        click.echo(record["text"] if byte_level else " ".join(map(str, tokens)))
-        extra = f", {record['mean_accepted_per_round']:.2f} draft tokens accepted per round" if counts is not None else ""
-        click.echo(f"{len(tokens)} tokens in {seconds:.3f} s ({record['tokens_per_s']:.1f} tokens/s{extra})", err=True)
-
-
-def _fresh(model: Model) -> Model:
-    return Model(model.weights, model.config)
+        click.echo(record["text"] if text is not None else " ".join(map(str, tokens)))
+        extra = f", {record['mean_accepted_per_round']:.2f} draft tokens accepted per round" if mode == "spec" else ""
+        click.echo(f"{len(tokens)} tokens in {result.seconds:.3f} s ({record['tokens_per_s']:.1f} tokens/s{extra})",
+                   err=True)
 
 
 @reference.command("bench")
@@ -110,53 +223,75 @@ def _fresh(model: Model) -> Model:
 @click.option("--max-new-tokens", type=click.IntRange(1, 100000), default=128, show_default=True)
 @click.option("--trees", default="chain:2,chain:4,chain:6,kary:2x2", show_default=True,
               help="Comma-separated static tree SPECs to compare with autoregressive decoding.")
+@click.option("--schedules", default="sequential,overlap", show_default=True,
+              help="Comma-separated schedules to run every tree with.")
+@_decoding_options
 @click.option("--repeats", type=click.IntRange(1, 100), default=3, show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default="results/reference-bench.csv",
               show_default=True, help="Table to write (CSV).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.pass_context
-def reference_bench(ctx, target, draft, prompts_path, count, max_new_tokens, trees, repeats, output, as_json):
-    """Tokens/s of autoregressive and speculative greedy decoding on a prompt set, end to end.
+def reference_bench(ctx, target, draft, prompts_path, count, max_new_tokens, trees, schedules, temperature, top_p,
+                    verification, seed, link_name, no_pin, repeats, output, as_json):
+    """Tokens/s of autoregressive and speculative decoding on a prompt set, end to end, two processes.
 
-    Runs alternate (AR, then every tree, per prompt and repeat) because this machine's speed drifts;
-    each row reports medians over prompts x repeats and the speedup over AR of the same loop."""
+    Runs alternate (AR, then every tree and schedule, per prompt and repeat) because this machine's
+    speed drifts; each row reports medians over prompts x repeats and the ratio of medians to AR."""
     catalog = catalog_of(ctx)
-    prompts = [list(p["text"].encode("utf-8")) for p in
+    target_model, draft_model, text = _load_pair(ctx, target, draft)
+    if text is None:
+        raise InputError("reference bench: prompts are text; the target needs a tokenizer.json or a byte vocabulary")
+    prompts = [tuple(text.encode(p["text"])) for p in
                catalog.read_reference_prompts(prompts_path, None if prompts_path else "held-out")[:count]]
-    target_model, byte_level = _load(ctx, target, "target")
-    draft_model, _ = _load(ctx, draft, "draft")
-    if not byte_level:
-        raise InputError("reference bench: prompts are text; the target must be byte-level")
-    shapes = {spec: parse_tree_spec(spec) for spec in trees.split(",")}
-    rates: dict[str, list[float]] = {"ar": [], **{spec: [] for spec in shapes}}
-    accepted: dict[str, list[float]] = {spec: [] for spec in shapes}
-    generate_ar(_fresh(target_model), prompts[0], 8)  # warm-up: first calls pay for allocation
-    for _ in range(repeats):
-        for prompt in prompts:
-            start = time.perf_counter()
-            generate_ar(_fresh(target_model), prompt, max_new_tokens)
-            rates["ar"].append(max_new_tokens / (time.perf_counter() - start))
-            for spec, tree in shapes.items():
-                start = time.perf_counter()
-                _, counts = generate_speculative(_fresh(target_model), _fresh(draft_model), prompt, max_new_tokens,
-                                                 list(tree.parents), list(tree.ranks))
-                rates[spec].append(max_new_tokens / (time.perf_counter() - start))
-                accepted[spec].append(float(np.dot(np.arange(len(counts)), counts) / counts.sum()))
-    agree = [greedy_agreement(_fresh(target_model), _fresh(draft_model), p, max_new_tokens) for p in prompts]
-    agreement = sum(a for a, _ in agree) / sum(n for _, n in agree)
-    ar_rate = statistics.median(rates["ar"])
-    rows = [{"mode": "ar", "tree": "", "tokens_per_s": ar_rate, "speedup": 1.0, "mean_accepted_per_round": 0.0}]
-    for spec in shapes:
-        rows.append({"mode": "spec", "tree": spec, "tokens_per_s": statistics.median(rates[spec]),
-                     "speedup": statistics.median(rates[spec]) / ar_rate,
-                     "mean_accepted_per_round": statistics.mean(accepted[spec])})
+    chosen = [s.strip() for s in schedules.split(",")]
+    if not chosen or any(s not in SCHEDULES for s in chosen):
+        raise InputError(f"--schedules {schedules!r}: expected a comma-separated subset of {', '.join(SCHEDULES)}")
+    configs = {("ar", "", ""): None}
+    for spec in trees.split(","):
+        tree = _tree(ctx, spec.strip())
+        for schedule in chosen:
+            configs[("spec", spec.strip(), schedule)] = ((tuple(tree.parents), tuple(tree.ranks)), schedule)
+    sampling = Sampling(temperature, top_p, verification)
+    link, link_label = _link(ctx, link_name)
+    rates = {key: [] for key in configs}
+    accepted = {key: [] for key in configs}
+    hits = {key: [] for key in configs}
+    with TwoStageRuntime(target_model, draft_model, link, pin=not no_pin) as runtime:
+        for config in configs.values():  # warm-up: first calls pay for allocation
+            rule, schedule = config or (None, "sequential")
+            _run(runtime, Job(prompts[0], 8, rule, sampling, seed, schedule))
+        for repeat in range(repeats):
+            for index, prompt in enumerate(prompts):
+                for key, config in configs.items():
+                    rule, schedule = config or (None, "sequential")
+                    result = _run(runtime, Job(prompt, max_new_tokens, rule, sampling, seed + repeat, schedule))
+                    rates[key].append(len(result.tokens) / result.seconds)
+                    if rule is not None:
+                        counts = np.asarray(result.accept_counts)
+                        accepted[key].append(float(np.dot(np.arange(len(counts)), counts) / counts.sum()))
+                        hits[key].append(result.overlap_hits / max(result.rounds - 1, 1))
+    agreement = None
+    if sampling.greedy:
+        agree = [greedy_agreement(target_model.fresh(), draft_model.fresh(), list(p), max_new_tokens) for p in prompts]
+        agreement = sum(a for a, _ in agree) / sum(n for _, n in agree)
+    ar_rate = statistics.median(rates[("ar", "", "")])
+    rows = []
+    for key in configs:
+        mode, tree, schedule = key
+        rows.append({"mode": mode, "tree": tree, "schedule": schedule, "tokens_per_s": statistics.median(rates[key]),
+                     "speedup": statistics.median(rates[key]) / ar_rate,
+                     "mean_accepted_per_round": statistics.mean(accepted[key]) if accepted[key] else 0.0,
+                     "overlap_hit_rate": statistics.mean(hits[key]) if schedule == "overlap" else None})
     written = write_records(Path(output), rows)
     record = {"rows": rows, "greedy_token_acceptance": agreement, "prompts": len(prompts),
-              "max_new_tokens": max_new_tokens, "repeats": repeats, "written": [str(p) for p in written]}
+              "max_new_tokens": max_new_tokens, "repeats": repeats, "temperature": temperature, "link": link_label,
+              "pinned": runtime.pinned, "written": [str(p) for p in written]}
     if as_json:
         emit_json(record)
         return
-    emit_table([[r["mode"], r["tree"], f"{r['tokens_per_s']:.1f}", f"{r['speedup']:.2f}x",
-                 f"{r['mean_accepted_per_round']:.2f}"] for r in rows],
-               ["mode", "tree", "tokens/s", "speedup", "accepted/round"])
-    click.echo(f"greedy token acceptance {agreement:.3f} over {len(prompts)} prompts; wrote {written[0]}")
+    emit_table([[r["mode"], r["tree"], r["schedule"], f"{r['tokens_per_s']:.1f}", f"{r['speedup']:.2f}x",
+                 f"{r['mean_accepted_per_round']:.2f}",
+                 "" if r["overlap_hit_rate"] is None else f"{r['overlap_hit_rate']:.2f}"] for r in rows],
+               ["mode", "tree", "schedule", "tokens/s", "speedup", "accepted/round", "overlap hits"])
+    tail = f"greedy token acceptance {agreement:.3f}; " if agreement is not None else ""
+    click.echo(f"{tail}{len(prompts)} prompts x {repeats} repeats; wrote {written[0]}")

@@ -1,44 +1,104 @@
-"""Greedy decoding with the reference engine: autoregressive, and speculative with a static tree
-(a chain is a tree) drafted by a small model and verified by the target in one tree forward.
+"""Speculative decoding with the reference engine: a Drafter proposes a token tree, a Verifier checks
+it in one tree forward, and `generate_speculative` runs the two in one process (`stages.py` runs
+the same two objects in two processes joined by a link).
 
-gpt-fast's shape: `speculative_step` calls `draft_tree`, `verify_tree` and `accept_tokens` in that
-order, and `generate` returns the tokens and `accept_counts[k]`, the rounds that kept k draft
-tokens — the histogram the acceptance model is checked against. Greedy verification keeps the
-longest path whose every token is the target's argmax; the target's own next token (the bonus)
-follows, so the output equals greedy autoregressive decoding token for token.
+Greedy (temperature 0): a node is kept while it is the target's argmax, then the target's own next
+token (the bonus) follows, so the output equals greedy autoregressive decoding token for token.
 
-TODO(#6): sampling (SpecInfer/Sequoia multi-candidate), dynamic drafting, two processes over a
-link.
+Sampling (temperature T > 0, top-p): p and q are the target's and draft's softmax(logits / T) after
+the top-p cut (transformers' TopPLogitsWarper). A static tree's children are samples from q:
+- "sequoia" (Chen et al., arXiv 2402.12374, Alg. 1): siblings drawn without replacement; child i is
+  kept with probability min(1, r(x_i) / q_i(x_i)), where r starts at p and becomes
+  norm(max(r - q_i, 0)) after each rejection and q_i is q with the rejected siblings removed.
+- "specinfer" (Miao et al., ASPLOS 2024, multi-step speculative sampling): siblings i.i.d. from q,
+  the same walk with q never renormalised.
+A dynamically drafted tree's children are chosen, not sampled, so it is verified by "match": sample
+the target's token at the node and follow the child that carries it. All three are lossless: the
+output follows the target's distribution (tests/reference/test_sampling.py, a chi-square test).
+
+Drafting rules: a static tree (parents, ranks), DFVG's ADAPT (threshold, Gumbel temperature,
+per-level cap, budget, minimum depth) and EAGLE-2's expand-then-rerank (specs.decoding rules).
+Chains draft one cached token per level; other trees re-run the partial tree each level so every
+node attends to its ancestors only. After a verdict the drafter keeps the accepted rows it already
+computed, so accepted tokens are never run twice.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from dfvg_dse.reference.tiny_lm import KVCache, ReferenceConfig, forward
+from dfvg_dse.reference.tiny_lm import KVCache, PackedWeights, ReferenceConfig, forward, pack_weights
+from dfvg_dse.specs.decoding import AdaptRule, Eagle2Rule
+
+VERIFICATIONS = ("sequoia", "specinfer")
+
+# One token record on the link: id (int32), parent (int32), confidence (float32), rank (int16),
+# flags (uint16): 16 bytes, the FPGA's aligned record.
+TOKEN_RECORD = np.dtype([("token", "<i4"), ("parent", "<i4"), ("confidence", "<f4"), ("rank", "<i2"),
+                         ("flags", "<u2")])
+TOKEN_RECORD_BYTES = TOKEN_RECORD.itemsize
+PROBABILITY_BYTES = 4  # a draft distribution travels as float32 per vocabulary entry (sampling only)
 
 
 class Model:
-    """Weights, config and a KV cache: one side of the decoder."""
+    """Packed weights, config and a KV cache: one side of the decoder."""
 
-    def __init__(self, weights: dict, config: ReferenceConfig):
-        self.weights, self.config = weights, config
+    def __init__(self, weights: dict | PackedWeights, config: ReferenceConfig):
+        self.weights = weights if isinstance(weights, PackedWeights) else pack_weights(weights, config)
+        self.config = config
         self.cache = KVCache(config.spec.n_layers)
+
+    def fresh(self) -> "Model":
+        """The same weights with an empty cache."""
+        return Model(self.weights, self.config)
 
     def run(self, tokens, positions, parents=None) -> np.ndarray:
         return forward(self.weights, self.config, tokens, positions, self.cache, parents)
 
 
-def generate_ar(target: Model, prompt: list[int], max_new_tokens: int) -> list[int]:
-    """Greedy autoregressive decoding: the reference output."""
-    logits = target.run(prompt, np.arange(len(prompt)))
-    out = [int(np.argmax(logits[-1]))]
-    while len(out) < max_new_tokens:
-        logits = target.run([out[-1]], [len(prompt) + len(out) - 1])
-        out.append(int(np.argmax(logits[-1])))
-    return out
+@dataclass(frozen=True)
+class Sampling:
+    """How tokens are chosen: temperature 0 is greedy; `verification` applies to sampled static trees."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    verification: str = "sequoia"
+
+    def __post_init__(self) -> None:
+        if not (self.temperature >= 0 and 0 < self.top_p <= 1 and self.verification in VERIFICATIONS):
+            raise ValueError(f"sampling {self}: need temperature >= 0, 0 < top_p <= 1, verification in "
+                             f"{VERIFICATIONS}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+
+GREEDY = Sampling()
+
+
+def distribution(logits: np.ndarray, sampling: Sampling) -> np.ndarray:
+    """Float64 probabilities of softmax(logits / T) after the top-p cut: the smallest set of most
+    likely tokens whose mass reaches top_p is kept (at least one token), the rest set to 0.
+    Greedy (T = 0) gives the plain softmax (the draft's confidences)."""
+    z = np.asarray(logits, dtype=np.float64) / (sampling.temperature or 1.0)
+    p = np.exp(z - z.max())
+    p /= p.sum()
+    if sampling.top_p < 1:
+        order = np.argsort(-p, kind="stable")
+        before = np.cumsum(p[order]) - p[order]  # mass of the more likely tokens
+        cut = np.zeros_like(p)
+        cut[order[before < sampling.top_p]] = 1.0
+        p = p * cut
+        p /= p.sum()
+    return p
+
+
+def _sample(p: np.ndarray, rng: np.random.Generator) -> int:
+    return int(min(np.searchsorted(np.cumsum(p), rng.random() * p.sum(), side="right"), len(p) - 1))
 
 
 def _depths(parents: list[int]) -> list[int]:
@@ -49,98 +109,356 @@ def _depths(parents: list[int]) -> list[int]:
     return depth
 
 
-def draft_tree(draft: Model, last: int, position: int, parents: list[int],
-               ranks: list[int]) -> tuple[list[int], list[float]]:
-    """Tokens of a static tree whose root is `last` at `position`, and the draft's probability of
-    each token given its parent (the root's is 1.0): node i is the draft's ranks[i]-th choice after
-    its parent. Each level re-runs the partial tree as one tree forward (so every node attends to
-    its own ancestors only), then the draft cache is rolled back to the prefix."""
-    prefix = draft.cache.length
-    depth = _depths(parents)
-    tokens = [last] + [0] * (len(parents) - 1)
-    confidences = [1.0] * len(parents)
-    chain = list(parents) == list(range(-1, len(parents) - 1))
-    for level in range(1, max(depth, default=0) + 1):
-        known = [i for i in range(len(parents)) if depth[i] < level]  # ancestors first: topological
-        if chain:  # every cached token is an ancestor: run only the newest one, roll back at the end
-            rows = {level - 1: draft.run([tokens[level - 1]], [position + level - 1])[-1]}
-        else:
-            logits = draft.run([tokens[i] for i in known], [position + depth[i] for i in known],
-                               [-1] + [known.index(parents[i]) for i in known[1:]])
-            draft.cache.keep(prefix, [])
-            rows = dict(zip(known, logits))
-        for i in range(1, len(parents)):
-            if depth[i] == level:
-                row = rows[parents[i]]
-                order = np.argsort(-row, kind="stable")
-                tokens[i] = int(order[ranks[i]])
-                probs = np.exp(row - row.max())
-                confidences[i] = float(probs[tokens[i]] / probs.sum())
-    draft.cache.keep(prefix, [])
-    return tokens, confidences
-
-
-def verify_tree(target: Model, tokens: list[int], position: int, parents: list[int]) -> np.ndarray:
-    """Target logits (T, V) of every tree node in one forward; the cache keeps all of them for now."""
-    depth = _depths(parents)
-    return target.run(tokens, [position + d for d in depth], parents)
-
-
-def accept_tokens(tokens: list[int], parents: list[int], logits: np.ndarray) -> tuple[list[int], int]:
-    """Greedy acceptance: walk from the root while some child is the target's argmax.
-    Returns (accepted node indices, root first) and the bonus token (the target's next token)."""
-    children: dict[int, list[int]] = {}
+def _children(parents: list[int]) -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
     for i in range(1, len(parents)):
-        children.setdefault(parents[i], []).append(i)
-    path, node = [0], 0
-    while True:
-        best = int(np.argmax(logits[node]))
-        nxt = next((c for c in children.get(node, []) if tokens[c] == best), None)
-        if nxt is None:
-            return path, best
-        path.append(nxt)
-        node = nxt
+        kids.setdefault(parents[i], []).append(i)
+    return kids
 
 
-# One token record on the link: id (int32), confidence (float32), alignment and padding to 16 bytes.
-TOKEN_RECORD_BYTES = 16
+@dataclass
+class DraftTree:
+    """A drafted tree, root (node 0, the newest verified token) first, parents before children.
+    `dists` holds q at every node whose children were sampled from it (sampling with a static
+    tree); `sampled` says which verification applies (False: children were chosen, verify by match)."""
+
+    tokens: list[int]
+    parents: list[int]
+    ranks: list[int]
+    confidences: list[float]
+    dists: dict[int, np.ndarray] = field(default_factory=dict)
+    sampled: bool = False
+
+    def rank0_path(self) -> list[int]:
+        """Nodes along the draft's first choices from the root: the overlap schedule's prediction."""
+        kids, path = _children(self.parents), [0]
+        while True:
+            first = [c for c in kids.get(path[-1], []) if self.ranks[c] == 0]
+            if not first:
+                return path
+            path.append(first[0])
+
+    def link_bytes(self) -> int:
+        """Bytes sent drafter -> verifier: one record per draft token and q per sampled parent."""
+        vocab = len(next(iter(self.dists.values()))) if self.dists else 0
+        return TOKEN_RECORD_BYTES * (len(self.tokens) - 1) + PROBABILITY_BYTES * vocab * len(self.dists)
 
 
-def generate_speculative(target: Model, draft: Model, prompt: list[int], max_new_tokens: int, parents: list[int],
-                         ranks: list[int], trace: list | None = None) -> tuple[list[int], np.ndarray]:
-    """Greedy speculative decoding with a static tree (parents, ranks of a TreeSpec, root first).
-    Returns the new tokens and accept_counts[k]: rounds that kept k draft tokens. When `trace` is a
-    list, one record per round is appended in the calibration trace format (docs/trace-format.md):
-    stage times in seconds from the start of decoding, link_bytes = one 16-byte record per draft
-    token sent plus one per token of the verdict (accepted path and bonus)."""
+@dataclass(frozen=True)
+class Verdict:
+    """Accepted node path (root first) and the target's next token after it."""
+
+    path: tuple[int, ...]
+    bonus: int
+
+    def link_bytes(self) -> int:
+        return TOKEN_RECORD_BYTES * len(self.path)  # accepted draft tokens plus the bonus
+
+
+class Drafter:
+    """The draft side: its model and cache, a drafting rule and its random generator. The cache
+    holds a verified prefix (`known`) and, after a proposal, the tree rows it computed (`rows`)."""
+
+    def __init__(self, model: Model, rule, sampling: Sampling = GREEDY, seed: int = 0):
+        self.model, self.rule, self.sampling = model, rule, sampling
+        self.rng = np.random.default_rng(seed)
+        self.known: list[int] = []  # tokens whose keys and values the cache holds, in order
+        self.rows: list[int] = []  # tree nodes of the last proposal cached after `known`
+        self.tree: DraftTree | None = None
+
+    def sync(self, context: list[int]) -> np.ndarray | None:
+        """Make the cache hold exactly `context` (dropping tree rows and diverged tokens, running
+        what is missing); returns the logits after the last token run, or None when nothing ran."""
+        cache = self.model.cache
+        common = 0
+        limit = min(len(self.known), len(context))
+        while common < limit and self.known[common] == context[common]:
+            common += 1
+        if cache.length != common or self.rows:
+            cache.keep(common, [])
+        self.known, self.rows = list(context[:common]), []
+        missing = context[common:]
+        if not missing:
+            return None
+        logits = self.model.run(missing, np.arange(common, len(context)))
+        self.known = list(context)
+        return logits[-1]
+
+    def accept(self, path) -> None:
+        """Keep the cached rows of the accepted nodes (a path's rows are a prefix of its ancestors)."""
+        if self.tree is None:
+            return
+        kept = [self.rows.index(node) for node in path if node in self.rows]
+        self.model.cache.keep(len(self.known), kept)
+        self.known += [self.tree.tokens[self.rows[i]] for i in kept]
+        self.rows = []
+
+    def propose(self, context: list[int]) -> DraftTree:
+        """Draft a tree whose root is context[-1]."""
+        self.sync(context[:-1])
+        position = len(context) - 1
+        if isinstance(self.rule, AdaptRule):
+            tree = self._adapt(context[-1], position)
+        elif isinstance(self.rule, Eagle2Rule):
+            tree = self._eagle2(context[-1], position)
+        else:
+            tree = self._static(context[-1], position, *self.rule)
+        self.tree = tree
+        return tree
+
+    def predict_bonus(self, context: list[int]) -> int:
+        """The draft's own next token after `context` (argmax): the overlap schedule's guess of the
+        verifier's bonus token. Leaves the cache holding `context`."""
+        logits = self.sync(context)
+        if logits is None:  # already cached: run the last token again to read its logits
+            self.model.cache.keep(len(context) - 1, [])
+            self.known = list(context[:-1])
+            logits = self.sync(context)
+        return int(np.argmax(logits))
+
+    # -- drafting rules -------------------------------------------------------------------
+    def _level_logits(self, tokens, parents, depth, known_nodes, position) -> dict[int, np.ndarray]:
+        """Draft logits after every node in `known_nodes` (a topological prefix of the tree); the
+        cache keeps them as tree rows. A chain runs only its newest node."""
+        cache, prefix = self.model.cache, len(self.known)
+        chain = all(parents[i] == i - 1 for i in known_nodes[1:]) and known_nodes == self.rows + [known_nodes[-1]]
+        if chain:
+            logits = self.model.run([tokens[known_nodes[-1]]], [position + depth[known_nodes[-1]]])
+            self.rows = list(known_nodes)
+            return {known_nodes[-1]: logits[-1]}
+        cache.keep(prefix, [])
+        logits = self.model.run([tokens[i] for i in known_nodes], [position + depth[i] for i in known_nodes],
+                                [-1] + [known_nodes.index(parents[i]) for i in known_nodes[1:]])
+        self.rows = list(known_nodes)
+        return dict(zip(known_nodes, logits))
+
+    def _static(self, root: int, position: int, parents, ranks) -> DraftTree:
+        parents, ranks = list(parents), list(ranks)
+        depth, kids = _depths(parents), _children(parents)
+        tokens, confidences = [root] + [0] * (len(parents) - 1), [1.0] * len(parents)
+        dists: dict[int, np.ndarray] = {}
+        rows: dict[int, np.ndarray] = {}
+        for level in range(1, max(depth, default=0) + 1):
+            known = [i for i in range(len(parents)) if depth[i] < level]
+            rows.update(self._level_logits(tokens, parents, depth, known, position))
+            for node in [i for i in known if depth[i] == level - 1 and i in kids]:
+                q = distribution(rows[node], self.sampling)
+                if self.sampling.greedy:
+                    order = np.argsort(-q, kind="stable")
+                    for child in kids[node]:
+                        tokens[child] = int(order[ranks[child]])
+                else:  # children are samples from q, in the order they were drawn
+                    dists[node] = q
+                    left = q.copy()
+                    for child in kids[node]:
+                        tokens[child] = _sample(left, self.rng)
+                        if self.sampling.verification == "sequoia":
+                            left[tokens[child]] = 0.0
+                            if left.sum() <= 0:
+                                left = q.copy()  # more siblings than tokens with mass: repeat
+                for child in kids[node]:
+                    confidences[child] = float(q[tokens[child]])
+        return DraftTree(tokens, parents, ranks, confidences, dists, sampled=not self.sampling.greedy)
+
+    def _grow(self, root: int, position: int, choose, more) -> DraftTree:
+        """A dynamic tree grown level by level while more(next level) holds: choose(level, candidates)
+        picks which candidates (parent, token, rank, confidence, log path probability) become nodes."""
+        tokens, parents, ranks, confidences, logp = [root], [-1], [0], [1.0], [0.0]
+        frontier = [0]
+        level = 0
+        while frontier and more(level + 1):
+            level += 1
+            depth = _depths(parents)
+            rows = self._level_logits(tokens, parents, depth, list(range(len(tokens))), position)
+            candidates = []
+            for node in frontier:
+                q = distribution(rows[node], self.sampling)
+                order = np.argsort(-q, kind="stable")
+                for rank, token in enumerate(order[:self._width()]):
+                    if q[token] > 0:
+                        candidates.append((node, int(token), rank, float(q[token]), logp[node] + np.log(q[token])))
+            picked = choose(level, candidates)
+            frontier = []
+            for node, token, rank, confidence, score in picked:
+                tokens.append(token)
+                parents.append(node)
+                ranks.append(rank)
+                confidences.append(confidence)
+                logp.append(score)
+                frontier.append(len(tokens) - 1)
+        return DraftTree(tokens, parents, ranks, confidences, sampled=False)
+
+    def _width(self) -> int:
+        return self.rule.k_max if isinstance(self.rule, AdaptRule) else self.rule.top_k
+
+    def _adapt(self, root: int, position: int) -> DraftTree:
+        rule, spent = self.rule, [0]
+
+        def choose(level, candidates):
+            eligible = [c for c in candidates if c[3] > rule.threshold]
+            forced = not eligible and level <= rule.min_depth
+            if forced:  # D_min: keep drafting below the threshold, one node per level
+                eligible = candidates
+            if rule.temperature > 0:  # Gumbel top-k on log P_cum / T: sampling without replacement
+                keys = [c[4] / rule.temperature + self.rng.gumbel() for c in eligible]
+            else:
+                keys = [c[4] for c in eligible]
+            order = sorted(range(len(eligible)), key=lambda i: -keys[i])
+            reserve = max(0, min(rule.min_depth, rule.max_depth) - level)  # one node per level owed to D_min
+            count = min(rule.k_max, len(eligible), max(rule.budget - spent[0] - reserve, 1), rule.budget - spent[0])
+            if forced:
+                count = min(count, 1)
+            spent[0] += count
+            return [eligible[i] for i in sorted(order[:count])]  # parents keep their order
+
+        return self._grow(root, position, choose, lambda level: level <= rule.max_depth and spent[0] < rule.budget)
+
+    def _eagle2(self, root: int, position: int) -> DraftTree:
+        rule = self.rule
+
+        def choose(level, candidates):
+            best = sorted(candidates, key=lambda c: -c[4])[:rule.top_k]
+            return [c for c in candidates if c in best]
+
+        grown = self._grow(root, position, choose, lambda level: level <= rule.depth)
+        # rerank every node by path probability, keep the best total_tokens - 1; a child never
+        # outscores its parent, so ancestors are kept first and the result is a tree
+        nodes = sorted(range(1, len(grown.tokens)), key=lambda i: (-grown_score(grown, i), i))[:rule.total_tokens - 1]
+        keep = [0] + sorted(nodes)
+        index = {old: new for new, old in enumerate(keep)}
+        return DraftTree([grown.tokens[i] for i in keep], [-1] + [index[grown.parents[i]] for i in keep[1:]],
+                         [grown.ranks[i] for i in keep], [grown.confidences[i] for i in keep], sampled=False)
+
+
+def grown_score(tree: DraftTree, node: int) -> float:
+    """Log path probability of a node under the draft (product of confidences from the root)."""
+    score = 0.0
+    while node > 0:
+        score += float(np.log(tree.confidences[node]))
+        node = tree.parents[node]
+    return score
+
+
+class Verifier:
+    """The target side: its model and cache (every verified token but the newest), and its generator."""
+
+    def __init__(self, model: Model, sampling: Sampling = GREEDY, seed: int = 0):
+        self.model, self.sampling = model, sampling
+        self.rng = np.random.default_rng(seed)
+
+    def choose(self, logits: np.ndarray) -> int:
+        if self.sampling.greedy:
+            return int(np.argmax(logits))
+        return _sample(distribution(logits, self.sampling), self.rng)
+
+    def start(self, prompt: list[int]) -> int:
+        """Prefill the prompt; the first new token."""
+        self.model.cache.keep(0, [])
+        return self.choose(self.model.run(prompt, np.arange(len(prompt)))[-1])
+
+    def step(self, token: int) -> int:
+        """Autoregressive: run the newest token, return the next."""
+        position = self.model.cache.length
+        return self.choose(self.model.run([token], [position])[-1])
+
+    def verify(self, tree: DraftTree) -> Verdict:
+        """One tree forward, the acceptance walk, then rollback to the accepted path."""
+        prefix = self.model.cache.length
+        depth = _depths(tree.parents)
+        logits = self.model.run(tree.tokens, [prefix + d for d in depth], tree.parents)
+        verdict = self._walk(tree, logits)
+        self.model.cache.keep(prefix, list(verdict.path))
+        return verdict
+
+    def _walk(self, tree: DraftTree, logits: np.ndarray) -> Verdict:
+        kids, path = _children(tree.parents), [0]
+        while True:
+            node = path[-1]
+            children = kids.get(node, [])
+            if self.sampling.greedy:
+                best = int(np.argmax(logits[node]))
+                nxt = next((c for c in children if tree.tokens[c] == best), None)
+                if nxt is None:
+                    return Verdict(tuple(path), best)
+            elif tree.sampled and node in tree.dists:
+                nxt, residual = self._rejection(tree, node, children, distribution(logits[node], self.sampling))
+                if nxt is None:
+                    return Verdict(tuple(path), _sample(residual, self.rng))
+            else:  # chosen children (or a leaf): sample the target's token and follow it if drafted
+                token = self.choose(logits[node])
+                nxt = next((c for c in children if tree.tokens[c] == token), None)
+                if nxt is None:
+                    return Verdict(tuple(path), token)
+            path.append(nxt)
+
+    def _rejection(self, tree: DraftTree, node: int, children: list[int], p: np.ndarray):
+        """Multi-candidate speculative sampling at one node: (accepted child or None, residual)."""
+        q = tree.dists[node].copy()
+        residual = p.copy()
+        for child in children:
+            x = tree.tokens[child]
+            if q[x] > 0 and self.rng.random() * q[x] < residual[x]:
+                return child, residual
+            residual = np.maximum(residual - q, 0.0)
+            total = residual.sum()
+            residual = p.copy() if total <= 1e-12 else residual / total
+            if self.sampling.verification == "sequoia":
+                q[x] = 0.0
+                mass = q.sum()
+                if mass <= 0:
+                    break
+                q /= mass
+        return None, residual
+
+
+def generate_ar(target: Model, prompt: list[int], max_new_tokens: int, sampling: Sampling = GREEDY,
+                seed: int = 0) -> list[int]:
+    """Autoregressive decoding: the reference output (greedy) or distribution (sampling)."""
+    verifier = Verifier(target, sampling, seed)
+    out = [verifier.start(prompt)]
+    while len(out) < max_new_tokens:
+        out.append(verifier.step(out[-1]))
+    return out
+
+
+def trace_record(round_index: int, tree: DraftTree, verdict: Verdict, times: dict[str, float]) -> dict:
+    """One round in the calibration trace format (docs/trace-format.md)."""
+    return {"round": round_index, "parents": list(tree.parents), "ranks": [int(r) for r in tree.ranks],
+            "confidences": [float(c) for c in tree.confidences], "accepted": list(verdict.path), **times,
+            "link_bytes": tree.link_bytes() + verdict.link_bytes()}
+
+
+def generate_speculative(target: Model, draft: Model, prompt: list[int], max_new_tokens: int, parents=None,
+                         ranks=None, trace: list | None = None, *, rule=None, sampling: Sampling = GREEDY,
+                         seed: int = 0) -> tuple[list[int], np.ndarray]:
+    """Speculative decoding in one process, sequential schedule. The drafting rule is a static tree
+    (parents, ranks of a TreeSpec, root first) or `rule` (AdaptRule, Eagle2Rule). Returns the new
+    tokens and accept_counts[k]: rounds that kept k draft tokens. When `trace` is a list, one record
+    per round is appended in the calibration trace format, stage times in seconds from the start."""
+    rule = rule if rule is not None else (tuple(parents), tuple(ranks))
+    drafter, verifier = Drafter(draft, rule, sampling, seed + 1), Verifier(target, sampling, seed)
     clock = time.perf_counter
     origin = clock()
-    logits = target.run(prompt, np.arange(len(prompt)))
-    out = [int(np.argmax(logits[-1]))]
-    counts = np.zeros(len(parents), dtype=int)
+    out = [verifier.start(prompt)]
+    counts: list[int] = []
     while len(out) < max_new_tokens:
-        position = len(prompt) + len(out) - 1  # where the newest token, the tree's root, sits
-        # the draft's cache holds every token before the root: catch up on what it has not seen
-        missing = (prompt + out[:-1])[draft.cache.length:]
-        if missing:
-            draft.run(missing, np.arange(draft.cache.length, draft.cache.length + len(missing)))
         draft_start = clock()
-        tokens, confidences = draft_tree(draft, out[-1], position, parents, ranks)
+        tree = drafter.propose(prompt + out)
         verify_start = clock()
-        prefix = target.cache.length
-        verdict = verify_tree(target, tokens, position, parents)
-        path, bonus = accept_tokens(tokens, parents, verdict)
-        target.cache.keep(prefix, path)  # rollback: only the accepted path stays
+        verdict = verifier.verify(tree)
         verify_end = clock()
-        counts[len(path) - 1] += 1
+        drafter.accept(verdict.path)
+        accepted = len(verdict.path) - 1
+        counts += [0] * (accepted + 1 - len(counts))
+        counts[accepted] += 1
         if trace is not None:
-            trace.append({"round": int(counts.sum()) - 1, "parents": list(parents), "ranks": list(ranks),
-                          "confidences": confidences, "accepted": path,
-                          "draft_start_s": draft_start - origin, "draft_end_s": verify_start - origin,
-                          "verify_start_s": verify_start - origin, "verify_end_s": verify_end - origin,
-                          "link_bytes": TOKEN_RECORD_BYTES * (len(tokens) - 1 + len(path))})
-        out += [tokens[i] for i in path[1:]] + [bonus]
-    return out[:max_new_tokens], counts
+            trace.append(trace_record(sum(counts) - 1, tree, verdict, {
+                "draft_start_s": draft_start - origin, "draft_end_s": verify_start - origin,
+                "verify_start_s": verify_start - origin, "verify_end_s": verify_end - origin}))
+        out += [tree.tokens[i] for i in verdict.path[1:]] + [verdict.bonus]
+    histogram = np.zeros(max(len(parents) if parents is not None else 0, len(counts)), dtype=int)
+    histogram[:len(counts)] = counts
+    return out[:max_new_tokens], histogram
 
 
 def greedy_agreement(target: Model, draft: Model, prompt: list[int], max_new_tokens: int) -> tuple[int, int]:

@@ -11,8 +11,8 @@ OPT (transformers' OPTDecoderLayer): learned positions read at position + 2, Lay
 before attention and FFN, ReLU FFN with biases, q scaled by head_dim^-0.5, tied head. Post-LN
 OPT-350M and its 512-wide embedding projection are refused rather than guessed.
 
-TODO(#6): the shipped tiny pair, sampling and dynamic drafting, two processes, traces and
-`reference bench`.
+Speed: weights are packed once (transposed, q/k/v and gate/up fused), the KV cache is preallocated,
+rotary tables are built once per forward and grouped-query attention never copies kv heads.
 """
 
 from __future__ import annotations
@@ -49,25 +49,52 @@ class ReferenceConfig:
 
 
 class KVCache:
-    """Keys and values per layer: (G, S, D) arrays that grow as tokens are kept."""
+    """Keys and values of every layer in one preallocated (L, G, capacity, D) array pair: appending
+    writes in place (capacity doubles when full) and rollback compacts the kept rows, so a decode
+    step never copies the whole cache."""
 
     def __init__(self, n_layers: int):
-        self.k: list[np.ndarray | None] = [None] * n_layers
-        self.v: list[np.ndarray | None] = [None] * n_layers
+        self.n_layers = n_layers
+        self.length = 0
+        self._k: np.ndarray | None = None
+        self._v: np.ndarray | None = None
 
     @property
-    def length(self) -> int:
-        return 0 if self.k[0] is None else self.k[0].shape[1]
+    def k(self) -> list[np.ndarray | None]:
+        """Per layer (G, S, D) views of the cached keys (None while empty)."""
+        return [None if self._k is None else self._k[i, :, :self.length] for i in range(self.n_layers)]
 
-    def extend(self, layer: int, k: np.ndarray, v: np.ndarray) -> None:
-        self.k[layer] = k if self.k[layer] is None else np.concatenate([self.k[layer], k], axis=1)
-        self.v[layer] = v if self.v[layer] is None else np.concatenate([self.v[layer], v], axis=1)
+    @property
+    def v(self) -> list[np.ndarray | None]:
+        return [None if self._v is None else self._v[i, :, :self.length] for i in range(self.n_layers)]
+
+    def reserve(self, new_tokens: int, groups: int, head_dim: int, dtype) -> None:
+        """Room for `new_tokens` more rows before a forward writes them."""
+        need = self.length + new_tokens
+        if self._k is not None and need <= self._k.shape[2]:
+            return
+        capacity = max(64, need, 2 * (0 if self._k is None else self._k.shape[2]))
+        k = np.zeros((self.n_layers, groups, capacity, head_dim), dtype=dtype)
+        v = np.zeros_like(k)
+        if self._k is not None:
+            k[:, :, :self.length] = self._k[:, :, :self.length]
+            v[:, :, :self.length] = self._v[:, :, :self.length]
+        self._k, self._v = k, v
+
+    def write(self, layer: int, start: int, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Store k, v (G, T, D) at rows start.. and return the layer's keys and values up to them."""
+        end = start + k.shape[1]
+        self._k[layer, :, start:end] = k
+        self._v[layer, :, start:end] = v
+        return self._k[layer, :, :end], self._v[layer, :, :end]
 
     def keep(self, prefix: int, new_indices) -> None:
         """Rollback: keep the first `prefix` tokens and, after them, the listed new tokens in order."""
-        index = np.concatenate([np.arange(prefix), prefix + np.asarray(new_indices, dtype=int)])
-        self.k = [None if k is None else k[:, index] for k in self.k]
-        self.v = [None if v is None else v[:, index] for v in self.v]
+        rows = prefix + np.asarray(new_indices, dtype=int)
+        if self._k is not None and len(rows):
+            self._k[:, :, prefix:prefix + len(rows)] = self._k[:, :, rows]  # fancy index copies first
+            self._v[:, :, prefix:prefix + len(rows)] = self._v[:, :, rows]
+        self.length = prefix + len(rows)
 
 
 def _rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
@@ -81,32 +108,17 @@ def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float)
     return centred / np.sqrt(np.mean(centred * centred, axis=-1, keepdims=True) + eps) * weight + bias
 
 
-def _attend(q: np.ndarray, layer: int, k: np.ndarray, v: np.ndarray, cache: "KVCache", visible: np.ndarray,
-            kv_groups: int) -> np.ndarray:
-    """q (H, T, D); k, v (G, T, D) appended to the cache; returns (T, H*D) over visible keys."""
-    cache.extend(layer, k, v)
-    keys = np.repeat(cache.k[layer], kv_groups, axis=0)  # (H, S, D)
-    values = np.repeat(cache.v[layer], kv_groups, axis=0)
-    att = q @ keys.transpose(0, 2, 1) * q.shape[-1] ** -0.5  # (H, T, S)
-    att = np.where(visible[None], att, -np.inf)  # mask rebuilt from parents
-    att = np.exp(att - att.max(axis=-1, keepdims=True))
-    att = att / att.sum(axis=-1, keepdims=True)
-    heads, n, d = q.shape
-    return (att @ values).transpose(1, 0, 2).reshape(n, heads * d)
-
-
 def _rotate_half(x: np.ndarray) -> np.ndarray:
     half = x.shape[-1] // 2
     return np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
 
 
-def _rope(x: np.ndarray, positions: np.ndarray, theta: float) -> np.ndarray:
-    """x: (heads, T, D) rotated at integer positions (T,)."""
-    dim = x.shape[-1]
+def _rope_tables(positions: np.ndarray, dim: int, theta: float, dtype) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin (T, D) of transformers' default rotary embedding at integer positions (T,)."""
     inv_freq = 1.0 / theta ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
     freqs = np.outer(positions.astype(np.float64), inv_freq)  # (T, D/2)
-    angles = np.concatenate([freqs, freqs], axis=-1)  # (T, D)
-    return (x * np.cos(angles) + _rotate_half(x) * np.sin(angles)).astype(x.dtype)
+    angles = np.concatenate([freqs, freqs], axis=-1)
+    return np.cos(angles).astype(dtype), np.sin(angles).astype(dtype)
 
 
 def tree_mask(parents) -> np.ndarray:
@@ -120,71 +132,168 @@ def tree_mask(parents) -> np.ndarray:
     return mask
 
 
-def forward(weights: dict, config: ReferenceConfig, tokens, positions, cache: KVCache, parents=None) -> np.ndarray:
+@dataclass(frozen=True)
+class PackedLayer:
+    """One decoder layer laid out for the forward: projections transposed to (in, out) and
+    C-contiguous (OpenBLAS runs x @ W 5-10x faster than x @ W.T for 2-16 rows), q, k and v fused
+    into one matmul, and a gated FFN's gate and up fused into another. Biases and norms are None
+    where the family has none (norm biases are None for RMSNorm)."""
+
+    norm1: tuple[np.ndarray, np.ndarray | None]
+    qkv: np.ndarray
+    qkv_bias: np.ndarray | None
+    q_norm: np.ndarray | None
+    k_norm: np.ndarray | None
+    out: np.ndarray
+    out_bias: np.ndarray | None
+    norm2: tuple[np.ndarray, np.ndarray | None]
+    gated: bool  # SiLU(gate) * up (llama families) or ReLU (OPT)
+    up: np.ndarray  # (C, 2F) gate then up when gated, else (C, F)
+    up_bias: np.ndarray | None
+    down: np.ndarray
+    down_bias: np.ndarray | None
+
+
+@dataclass(frozen=True)
+class PackedWeights:
+    """A checkpoint laid out for `forward`: made once per model by `pack_weights`."""
+
+    embed: np.ndarray  # (V, C)
+    positions: np.ndarray | None  # OPT's learned position table, None for rotary families
+    layers: tuple[PackedLayer, ...]
+    final_norm: tuple[np.ndarray, np.ndarray | None]
+    head: np.ndarray  # (C, V)
+
+
+def _t(matrix: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(matrix.T)
+
+
+def pack_weights(weights: dict, config: ReferenceConfig) -> PackedWeights:
+    """Hugging Face tensors (by name) in the engine's layout; the checkpoint's values are not changed."""
+    spec, w = config.spec, weights
+    if spec.family == "opt":
+        layers = []
+        for i in range(spec.n_layers):
+            p = f"model.decoder.layers.{i}."
+            layers.append(PackedLayer(
+                norm1=(w[p + "self_attn_layer_norm.weight"], w[p + "self_attn_layer_norm.bias"]),
+                qkv=_t(np.concatenate([w[p + f"self_attn.{m}_proj.weight"] for m in "qkv"])),
+                qkv_bias=np.concatenate([w[p + f"self_attn.{m}_proj.bias"] for m in "qkv"]), q_norm=None, k_norm=None,
+                out=_t(w[p + "self_attn.out_proj.weight"]), out_bias=w[p + "self_attn.out_proj.bias"],
+                norm2=(w[p + "final_layer_norm.weight"], w[p + "final_layer_norm.bias"]),
+                gated=False, up=_t(w[p + "fc1.weight"]), up_bias=w[p + "fc1.bias"], down=_t(w[p + "fc2.weight"]),
+                down_bias=w[p + "fc2.bias"]))
+        embed = w["model.decoder.embed_tokens.weight"]
+        return PackedWeights(embed, w["model.decoder.embed_positions.weight"], tuple(layers),
+                             (w["model.decoder.final_layer_norm.weight"], w["model.decoder.final_layer_norm.bias"]),
+                             _t(embed))  # tied head
+    layers = []
+    for i in range(spec.n_layers):
+        p = f"model.layers.{i}."
+        a = p + "self_attn."
+        layers.append(PackedLayer(
+            norm1=(w[p + "input_layernorm.weight"], None),
+            qkv=_t(np.concatenate([w[a + f"{m}_proj.weight"] for m in "qkv"])),
+            qkv_bias=np.concatenate([w[a + f"{m}_proj.bias"] for m in "qkv"]) if spec.qkv_bias else None,
+            q_norm=w[a + "q_norm.weight"] if spec.qk_norm else None,
+            k_norm=w[a + "k_norm.weight"] if spec.qk_norm else None,
+            out=_t(w[a + "o_proj.weight"]), out_bias=w[a + "o_proj.bias"] if spec.o_bias else None,
+            norm2=(w[p + "post_attention_layernorm.weight"], None),
+            gated=True, up=_t(np.concatenate([w[p + "mlp.gate_proj.weight"], w[p + "mlp.up_proj.weight"]])), up_bias=None,
+            down=_t(w[p + "mlp.down_proj.weight"]), down_bias=None))
+    embed = w["model.embed_tokens.weight"]
+    return PackedWeights(embed, None, tuple(layers), (w["model.norm.weight"], None),
+                         _t(embed if spec.tied_embeddings else w["lm_head.weight"]))
+
+
+def _norm(x: np.ndarray, weight_bias: tuple, config: ReferenceConfig) -> np.ndarray:
+    weight, bias = weight_bias
+    if bias is None:
+        return _rms_norm(x, weight, config.rms_norm_eps)
+    return _layer_norm(x, weight, bias, config.layer_norm_eps)
+
+
+# OpenBLAS runs a product of at most about 1e6 multiply-adds (rows x inner x columns) through its
+# small-matrix kernel, 2-4x faster for 2-16 rows than its general gemm (measured here with one
+# thread, /tmp-free: benchmarks/reference_speed.py). A wider product is split into column blocks
+# that each stay under the limit.
+SMALL_GEMM_MACS = 1_000_000
+
+
+def _linear(x: np.ndarray, matrix: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    rows, inner = x.shape
+    columns = matrix.shape[1]
+    blocks = -(-rows * inner * columns // SMALL_GEMM_MACS)
+    if rows == 1 or blocks <= 1:
+        y = x @ matrix
+    else:
+        step = -(-columns // blocks)
+        y = np.concatenate([x @ matrix[:, i:i + step] for i in range(0, columns, step)], axis=1)
+    return y if bias is None else y + bias
+
+
+def _attend(q: np.ndarray, keys: np.ndarray, values: np.ndarray, visible: np.ndarray | None) -> np.ndarray:
+    """q (H, T, D) over keys and values (G, S, D), H a multiple of G, without repeating the kv heads:
+    the H / G query heads of a group share one batched matmul. Returns (T, H*D)."""
+    heads, n, d = q.shape
+    groups = keys.shape[0]
+    grouped = q.reshape(groups, heads // groups * n, d)  # (G, r*T, D): heads of one group stacked
+    att = grouped @ keys.transpose(0, 2, 1) * d ** -0.5  # (G, r*T, S)
+    if visible is not None:
+        att = np.where(np.tile(visible, (heads // groups, 1))[None], att, -np.inf)  # mask rebuilt from parents
+    att = np.exp(att - att.max(axis=-1, keepdims=True))
+    att /= att.sum(axis=-1, keepdims=True)
+    return (att @ values).reshape(heads, n, d).transpose(1, 0, 2).reshape(n, heads * d)
+
+
+def forward(weights, config: ReferenceConfig, tokens, positions, cache: KVCache, parents=None) -> np.ndarray:
     """Logits (T, V) of new tokens at `positions`, attending to the whole cache and, among the new
     tokens, to their ancestors (`parents`; a causal chain when None). The new keys and values are
-    appended to the cache in token order; `cache.keep` drops the rejected ones."""
+    appended to the cache in token order; `cache.keep` drops the rejected ones. `weights` is a
+    PackedWeights, or Hugging Face tensors by name (packed on every call: for tests)."""
+    if not isinstance(weights, PackedWeights):
+        weights = pack_weights(weights, config)
     spec = config.spec
     tokens = np.asarray(tokens, dtype=int)
     positions = np.asarray(positions, dtype=int)
     n = len(tokens)
-    parents = list(range(-1, n - 1)) if parents is None else list(parents)
-    cached = cache.length
-    visible = np.concatenate([np.ones((n, cached), dtype=bool), tree_mask(parents)], axis=1)  # (T, S)
-    if spec.family == "opt":
-        return _opt_forward(weights, config, tokens, positions, cache, visible)
     h, g, d = spec.n_heads, spec.n_kv_heads, spec.head_dim
-    x = weights["model.embed_tokens.weight"][tokens]  # (T, C)
-    for layer in range(spec.n_layers):
-        p = f"model.layers.{layer}."
-        a = _rms_norm(x, weights[p + "input_layernorm.weight"], config.rms_norm_eps)
-        q = a @ weights[p + "self_attn.q_proj.weight"].T
-        k = a @ weights[p + "self_attn.k_proj.weight"].T
-        v = a @ weights[p + "self_attn.v_proj.weight"].T
-        if spec.qkv_bias:
-            q = q + weights[p + "self_attn.q_proj.bias"]
-            k = k + weights[p + "self_attn.k_proj.bias"]
-            v = v + weights[p + "self_attn.v_proj.bias"]
-        q = q.reshape(n, h, d).transpose(1, 0, 2)  # (H, T, D)
-        k = k.reshape(n, g, d).transpose(1, 0, 2)  # (G, T, D)
-        v = v.reshape(n, g, d).transpose(1, 0, 2)
-        if spec.qk_norm:  # Qwen3: RMSNorm over head_dim before the rotation
-            q = _rms_norm(q, weights[p + "self_attn.q_norm.weight"], config.rms_norm_eps)
-            k = _rms_norm(k, weights[p + "self_attn.k_norm.weight"], config.rms_norm_eps)
-        q, k = _rope(q, positions, config.rope_theta), _rope(k, positions, config.rope_theta)
-        out = _attend(q, layer, k, v, cache, visible, h // g) @ weights[p + "self_attn.o_proj.weight"].T
-        if spec.o_bias:
-            out = out + weights[p + "self_attn.o_proj.bias"]
-        x = x + out
-        m = _rms_norm(x, weights[p + "post_attention_layernorm.weight"], config.rms_norm_eps)
-        gate = m @ weights[p + "mlp.gate_proj.weight"].T
-        up = m @ weights[p + "mlp.up_proj.weight"].T
-        x = x + (gate / (1.0 + np.exp(-gate)) * up) @ weights[p + "mlp.down_proj.weight"].T  # SiLU(gate) * up
-    x = _rms_norm(x, weights["model.norm.weight"], config.rms_norm_eps)
-    head = weights["model.embed_tokens.weight"] if spec.tied_embeddings else weights["lm_head.weight"]
-    return x @ head.T  # (T, V)
-
-
-def _opt_forward(weights: dict, config: ReferenceConfig, tokens: np.ndarray, positions: np.ndarray,
-                 cache: KVCache, visible: np.ndarray) -> np.ndarray:
-    """Pre-LN OPT decoder (transformers' OPTDecoder with do_layer_norm_before = True)."""
-    spec, eps = config.spec, config.layer_norm_eps
-    n, h, d = len(tokens), spec.n_heads, spec.head_dim
-    w = weights
-    x = w["model.decoder.embed_tokens.weight"][tokens] + w["model.decoder.embed_positions.weight"][
-        positions + OPT_POSITION_OFFSET]
-    for layer in range(spec.n_layers):
-        p = f"model.decoder.layers.{layer}."
-        a = _layer_norm(x, w[p + "self_attn_layer_norm.weight"], w[p + "self_attn_layer_norm.bias"], eps)
-        q, k, v = (a @ w[p + f"self_attn.{m}_proj.weight"].T + w[p + f"self_attn.{m}_proj.bias"] for m in "qkv")
-        q, k, v = (t.reshape(n, h, d).transpose(1, 0, 2) for t in (q, k, v))  # (H, T, D)
-        x = x + _attend(q, layer, k, v, cache, visible, 1) @ w[p + "self_attn.out_proj.weight"].T \
-            + w[p + "self_attn.out_proj.bias"]
-        m = _layer_norm(x, w[p + "final_layer_norm.weight"], w[p + "final_layer_norm.bias"], eps)
-        hidden = np.maximum(m @ w[p + "fc1.weight"].T + w[p + "fc1.bias"], 0.0)  # ReLU
-        x = x + hidden @ w[p + "fc2.weight"].T + w[p + "fc2.bias"]
-    x = _layer_norm(x, w["model.decoder.final_layer_norm.weight"], w["model.decoder.final_layer_norm.bias"], eps)
-    return x @ w["model.decoder.embed_tokens.weight"].T  # (T, V), tied head
+    cached = cache.length
+    visible = None  # a single new token sees the whole cache: no mask needed
+    if n > 1:
+        visible = np.concatenate([np.ones((n, cached), dtype=bool),
+                                  tree_mask(list(range(-1, n - 1)) if parents is None else list(parents))], axis=1)
+    x = weights.embed[tokens]  # (T, C)
+    if weights.positions is not None:
+        x = x + weights.positions[positions + OPT_POSITION_OFFSET]
+        cos = sin = None
+    else:
+        cos, sin = _rope_tables(positions, d, config.rope_theta, x.dtype)
+    cache.reserve(n, g, d, x.dtype)
+    for index, layer in enumerate(weights.layers):
+        qkv = _linear(_norm(x, layer.norm1, config), layer.qkv, layer.qkv_bias)
+        q = qkv[:, :h * d].reshape(n, h, d).transpose(1, 0, 2)  # (H, T, D)
+        k = qkv[:, h * d:(h + g) * d].reshape(n, g, d).transpose(1, 0, 2)  # (G, T, D)
+        v = qkv[:, (h + g) * d:].reshape(n, g, d).transpose(1, 0, 2)
+        if layer.q_norm is not None:  # Qwen3: RMSNorm over head_dim before the rotation
+            q = _rms_norm(q, layer.q_norm, config.rms_norm_eps)
+            k = _rms_norm(k, layer.k_norm, config.rms_norm_eps)
+        if cos is not None:
+            q = q * cos + _rotate_half(q) * sin
+            k = k * cos + _rotate_half(k) * sin
+        keys, values = cache.write(index, cached, k, v)
+        x = x + _linear(_attend(q, keys, values, visible), layer.out, layer.out_bias)
+        up = _linear(_norm(x, layer.norm2, config), layer.up, layer.up_bias)
+        if layer.gated:  # SiLU(gate) * up
+            half = up.shape[1] // 2
+            gate, up = up[:, :half], up[:, half:]
+            hidden = gate / (1.0 + np.exp(-gate)) * up
+        else:  # OPT: ReLU
+            hidden = np.maximum(up, 0.0)
+        x = x + _linear(hidden, layer.down, layer.down_bias)
+    cache.length = cached + n
+    return _linear(_norm(x, weights.final_norm, config), weights.head, None)  # (T, V)
 
 
 def random_weights(spec: ModelSpec, seed: int = 0, scale: float = 0.05) -> dict:

@@ -9,6 +9,8 @@ Seeded: the same Python version, steps and seeds give the same weights on the sa
 Needs the optional extra: pip install '.[train]'   (PyTorch CPU + transformers)
 Run:   python models/reference/train.py --role target --steps 1100 --batch 16 --lr 3e-3 --out models/reference/target
        python models/reference/train.py --role draft --steps 2500 --batch 16 --lr 3e-3 --out models/reference/draft
+       python models/reference/train.py --role draft --steps 1500 --batch 16 --lr 1e-3 --init models/reference/draft \
+           --distil-from models/reference/target --out models/reference/draft   (distillation, see the card)
        python models/reference/train.py --prompts models/reference/prompts.jsonl
 """
 
@@ -49,16 +51,24 @@ def batches(data: bytes, batch: int, rng: np.random.Generator):
         yield np.stack([array[s:s + CONTEXT + 1] for s in starts]).astype(np.int64)
 
 
-def train(role: str, steps: int, out: Path, seed: int, batch: int, lr: float) -> dict:
+def train(role: str, steps: int, out: Path, seed: int, batch: int, lr: float, init: Path | None = None,
+          teacher: Path | None = None) -> dict:
+    """Train (or, from `init`, fine-tune) one model. With a `teacher` checkpoint the loss is the
+    KL divergence from the teacher's next-byte distribution (distillation): a draft is only useful
+    where it agrees with its target, and soft labels teach that agreement faster than the data."""
     import torch
     import transformers
 
     torch.manual_seed(seed)
     torch.set_num_threads(1)
-    config = transformers.LlamaConfig(vocab_size=256, max_position_embeddings=1024, rms_norm_eps=1e-6,
-                                      rope_theta=10000.0, tie_word_embeddings=True, bos_token_id=None,
-                                      eos_token_id=None, pad_token_id=None, **SHAPES[role])
-    model = transformers.LlamaForCausalLM(config)
+    if init is not None:
+        model = transformers.LlamaForCausalLM.from_pretrained(init)
+    else:
+        config = transformers.LlamaConfig(vocab_size=256, max_position_embeddings=1024, rms_norm_eps=1e-6,
+                                          rope_theta=10000.0, tie_word_embeddings=True, bos_token_id=None,
+                                          eos_token_id=None, pad_token_id=None, **SHAPES[role])
+        model = transformers.LlamaForCausalLM(config)
+    guide = None if teacher is None else transformers.LlamaForCausalLM.from_pretrained(teacher).eval()
     params = sum(p.numel() for p in model.parameters())
     optimiser = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.95))
     train_data, held_data, _ = corpus()
@@ -69,7 +79,14 @@ def train(role: str, steps: int, out: Path, seed: int, batch: int, lr: float) ->
         for group in optimiser.param_groups:
             group["lr"] = lr * max(scale, 0.02)
         x = torch.from_numpy(next(stream))
-        loss = model(input_ids=x[:, :-1], labels=x[:, :-1]).loss  # transformers shifts the labels
+        if guide is None:
+            loss = model(input_ids=x[:, :-1], labels=x[:, :-1]).loss  # transformers shifts the labels
+        else:
+            with torch.no_grad():
+                soft = torch.log_softmax(guide(input_ids=x[:, :-1]).logits, dim=-1)
+            mine = torch.log_softmax(model(input_ids=x[:, :-1]).logits, dim=-1)
+            loss = torch.nn.functional.kl_div(mine.flatten(0, 1), soft.flatten(0, 1), log_target=True,
+                                              reduction="batchmean")
         optimiser.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -84,7 +101,8 @@ def train(role: str, steps: int, out: Path, seed: int, batch: int, lr: float) ->
                                          labels=x[:, :-1]).loss.item() for _ in range(20)]))
     model.save_pretrained(out, safe_serialization=True)
     card = {"role": role, "parameters": params, "steps": steps, "batch": batch, "context": CONTEXT, "lr": lr,
-            "seed": seed, "seconds": round(time.time() - start, 1), "train_loss_last_100": float(np.mean(losses[-100:])),
+            "seed": seed, "init": None if init is None else str(init),
+            "distilled_from": None if teacher is None else str(teacher), "seconds": round(time.time() - start, 1), "train_loss_last_100": float(np.mean(losses[-100:])),
             "held_out_bits_per_byte": held_loss / math.log(2), "python": platform.python_version(),
             "torch": torch.__version__, "transformers": transformers.__version__,
             "data": f"top-level *.py of the Python {platform.python_version()} standard library, "
@@ -116,13 +134,16 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--init", type=Path, help="start from this checkpoint folder (fine-tune)")
+    parser.add_argument("--distil-from", type=Path, help="teacher checkpoint: train on its soft labels (KL)")
     parser.add_argument("--prompts", type=Path, help="write the prompt set instead of training")
     parser.add_argument("--count", type=int, default=64)
     args = parser.parse_args()
     if args.prompts:
         prompts(args.prompts, args.count, args.seed)
     else:
-        print(json.dumps(train(args.role, args.steps, args.out, args.seed, args.batch, args.lr), indent=2))
+        print(json.dumps(train(args.role, args.steps, args.out, args.seed, args.batch, args.lr,
+                                    args.init, args.distil_from), indent=2))
 
 
 if __name__ == "__main__":

@@ -89,7 +89,7 @@ def test_unknown_family_and_bad_prompt(run, tmp_path):
         assert result.exit_code == 2 and message in result.stderr and len(result.stderr.strip().splitlines()) == 1
     write_checkpoint(tmp_path / "ok", TARGET, seed=1)
     bad = run("reference", "generate", "--target", str(tmp_path / "ok"), "--prompt-ids", "1,99", "--mode", "ar")
-    assert bad.exit_code == 2 and "every id must be in 0..23" in bad.stderr
+    assert bad.exit_code == 2 and "every token id must be in 0..23" in bad.stderr
 
 
 def test_trace_agrees_with_the_run_and_feeds_the_acceptance_fit(run, tmp_path):
@@ -128,3 +128,22 @@ def test_trace_needs_speculative_mode(run, tmp_path):
     result = run("reference", "generate", "--target", str(tmp_path / "target"), "--prompt-ids", "1", "--mode", "ar",
                  "--trace", str(tmp_path / "t.jsonl"))
     assert result.exit_code == 2 and "--trace" in result.stderr and not (tmp_path / "t.jsonl").exists()
+
+
+def test_text_prompts_go_through_the_folders_tokenizer(run, tmp_path):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    write_checkpoint(tmp_path / "target", TARGET, seed=1)
+    words = ["[UNK]"] + [f"w{i}" for i in range(1, 24)]
+    tokenizer = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.save(str(tmp_path / "target" / "tokenizer.json"))
+    by_text = json.loads(run("reference", "generate", "--target", str(tmp_path / "target"), "--prompt", "w1 w2 w3",
+                             "--max-new-tokens", "6", "--mode", "ar", "--json").stdout)
+    by_ids = json.loads(run("reference", "generate", "--target", str(tmp_path / "target"), "--prompt-ids", "1,2,3",
+                            "--max-new-tokens", "6", "--mode", "ar", "--json").stdout)
+    assert by_text["tokens"] == by_ids["tokens"]
+    assert by_text["text"] == " ".join(words[t] for t in by_text["tokens"])  # WordLevel decodes with spaces
+    (tmp_path / "target" / "tokenizer.json").write_text("{not json")
+    bad = run("reference", "generate", "--target", str(tmp_path / "target"), "--prompt", "w1", "--mode", "ar")
+    assert bad.exit_code == 2 and "tokenizer.json" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1

@@ -30,7 +30,7 @@ def run():
 @pytest.mark.parametrize("role, low, high", [("target", 2e6, 8e6), ("draft", 1e5, 5e5)])
 def test_card_matches_the_weights(role, low, high):
     card = json.loads((PAIR / role / "training.json").read_text())
-    counted = sum(t.size for t in load(role).weights.values())  # tied head: counted once
+    counted = sum(t.size for t in Catalog.read_checkpoint("builtin:tiny", role)[2].values())  # tied head: once
     assert card["parameters"] == counted and low <= counted <= high
     assert card["steps"] > 0 and "standard library" in card["data"] and card["held_out_bits_per_byte"] < 4
 
@@ -46,13 +46,21 @@ def test_draft_is_good_enough_to_matter():
     assert acceptance >= 0.6
 
 
-def test_generate_text_with_the_shipped_pair_is_lossless(run):
+@pytest.mark.parametrize("drafting", [["--tree", "chain:4", "--schedule", "sequential"],
+                                      ["--tree", "chain:4", "--schedule", "overlap"],
+                                      ["--tree", "kary:2x2", "--schedule", "overlap", "--link", "pcie-gen4-x16-p2p"],
+                                      ["--dynamic", "adapt", "--schedule", "overlap"],
+                                      ["--dynamic", "eagle2"]])
+def test_generate_text_with_the_shipped_pair_is_lossless(run, drafting):
     common = ["reference", "generate", "--prompt", "def main(argv):\n    ", "--max-new-tokens", "40", "--json"]
     ar = json.loads(run(*common, "--mode", "ar").stdout)
-    spec = json.loads(run(*common, "--tree", "chain:4").stdout)
+    spec = json.loads(run(*common, *drafting).stdout)
     assert spec["tokens"] == ar["tokens"] and len(ar["tokens"]) == 40
     assert ar["text"] == bytes(ar["tokens"]).decode("utf-8", "replace")
     assert spec["mean_accepted_per_round"] > 1.0  # a real draft: more than one token kept per round
+    assert spec["link_bytes"] >= 16 * (40 + spec["rounds"])  # every kept token and every round's bonus crossed
+    if "overlap" in drafting:
+        assert spec["overlap_hits"] + spec["overlap_misses"] == spec["rounds"] - 1 and spec["overlap_hits"] > 0
 
 
 def test_bench_writes_its_table(run, tmp_path):
@@ -62,7 +70,9 @@ def test_bench_writes_its_table(run, tmp_path):
     assert result.exit_code == 0, result.stderr
     record = json.loads(result.stdout)
     rows = list(csv.DictReader(out.open()))
-    assert [r["tree"] for r in rows] == ["", "chain:2", "kary:2x2"] and len(record["rows"]) == 3
+    assert [(r["tree"], r["schedule"]) for r in rows] == [("", ""), ("chain:2", "sequential"), ("chain:2", "overlap"),
+                                                         ("kary:2x2", "sequential"), ("kary:2x2", "overlap")]
+    assert len(record["rows"]) == 5
     ar_rate = float(rows[0]["tokens_per_s"])
     for row in rows[1:]:
         assert float(row["speedup"]) == pytest.approx(float(row["tokens_per_s"]) / ar_rate)

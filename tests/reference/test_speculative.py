@@ -4,7 +4,7 @@ autoregressive decoding token for token, for chains and trees, over many prompts
 import numpy as np
 import pytest
 
-from dfvg_dse.reference import Model, ReferenceConfig, generate_ar, generate_speculative, random_weights
+from dfvg_dse.reference import Drafter, Model, ReferenceConfig, generate_ar, generate_speculative, random_weights
 from dfvg_dse.specs import ModelSpec
 
 TARGET = ModelSpec(name="t", family="llama", n_layers=2, d_model=32, n_heads=4, n_kv_heads=2, head_dim=8, d_ffn=64,
@@ -46,13 +46,14 @@ def test_a_draft_equal_to_the_target_is_always_accepted():
 
 
 def test_a_rank0_chain_draft_is_the_drafts_own_greedy_continuation():
-    from dfvg_dse.reference import draft_tree
-
     _, draft = models(7)
     prefix = [3, 1, 4, 1, 5]
-    draft.run(prefix[:-1], np.arange(4))  # the cache holds every token before the root
-    tokens, confidences = draft_tree(draft, prefix[-1], 4, [-1, 0, 1, 2, 3], [0] * 5)
-    assert draft.cache.length == 4  # rolled back to the prefix
+    drafter = Drafter(draft, ([-1, 0, 1, 2, 3], [0] * 5))
+    tree = drafter.propose(prefix)
     _, fresh = models(7)
-    assert tokens[1:] == generate_ar(fresh, prefix, 4)
-    assert confidences[0] == 1.0 and all(0 < c <= 1 for c in confidences[1:])
+    assert tree.tokens[1:] == generate_ar(fresh, prefix, 4)
+    assert tree.confidences[0] == 1.0 and all(0 < c <= 1 for c in tree.confidences[1:])
+    # the chain's rows stay cached: accepting two nodes keeps them and runs nothing again
+    assert draft.cache.length == 4 + 4
+    drafter.accept((0, 1, 2))
+    assert draft.cache.length == 4 + 3 and drafter.known == prefix + tree.tokens[1:3]

@@ -1,0 +1,386 @@
+"""Two stages, two processes: the drafter and the verifier of `speculative.py` run in separate OS
+processes (spawned, one core each when the machine has two, BLAS single-threaded), joined by a
+pipe that carries 16-byte token records and can emulate a link's latency and bandwidth.
+
+Schedules:
+- sequential: the drafter waits for each verdict, then drafts the next tree.
+- overlap (DFVG's): right after sending a tree the drafter predicts its outcome (the draft's
+  first-choice path accepted, then the draft's own next token as the bonus) and drafts the next
+  tree on that guess while the verifier works; a hit sends the ready tree at once, a miss rolls
+  the draft cache back to the verified prefix and drafts again.
+Greedy runs give the greedy autoregressive tokens under either schedule. Sampled runs are
+reproducible for a seed and schedule (guessing depends only on tokens, never on timing); the
+overlap drafter also draws for guessed trees, so the two schedules draw different, equally
+distributed samples.
+
+The processes are servers: a `TwoStageRuntime` starts them once (weights are sent at spawn) and
+runs many jobs, so a benchmark does not pay process start-up per run. Shutdown is clean: a child
+exits when its parent dies or its pipe closes, ignores Ctrl-C (the parent handles it and
+terminates both), and reports any error as one line.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import struct
+import sys
+import time
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+
+import numpy as np
+
+from dfvg_dse.reference.speculative import (GREEDY, TOKEN_RECORD, DraftTree, Drafter, Model, Sampling, Verdict,
+                                            Verifier, trace_record)
+from dfvg_dse.reference.tiny_lm import PackedWeights, ReferenceConfig
+from dfvg_dse.specs.hardware import LinkSpec
+
+SCHEDULES = ("sequential", "overlap")
+_TREE, _VERDICT, _STOP = 1, 2, 3
+_HEADER = struct.Struct("<IIIIdddd")  # kind, records, distributions, vocabulary, sampled, t0, t1, sent at
+_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+class StageError(RuntimeError):
+    """A stage process failed or was interrupted; the message is one line."""
+
+
+@dataclass(frozen=True)
+class LinkEmulation:
+    """A message of B bytes arrives latency_s + B / bytes_per_s after it was sent (none: 0 and inf)."""
+
+    latency_s: float = 0.0
+    bytes_per_s: float = float("inf")
+
+    @classmethod
+    def from_spec(cls, link: LinkSpec) -> "LinkEmulation":
+        """A hwdb link: every hop adds its latency and carries the bytes at efficiency x bandwidth;
+        the software overhead is paid once per message."""
+        return cls(link.hops * link.latency_s + link.software_overhead_s,
+                   link.efficiency * link.bandwidth_bytes_per_s / link.hops)
+
+    def delay_s(self, n_bytes: int) -> float:
+        return self.latency_s + n_bytes / self.bytes_per_s
+
+
+@dataclass(frozen=True)
+class Job:
+    """One decoding run. `rule` is None for autoregressive decoding, else a static tree
+    (parents, ranks) or an AdaptRule / Eagle2Rule."""
+
+    prompt: tuple[int, ...]
+    max_new_tokens: int
+    rule: object = None
+    sampling: Sampling = GREEDY
+    seed: int = 0
+    schedule: str = "sequential"
+    trace: bool = False
+
+
+@dataclass
+class RunResult:
+    tokens: list[int]
+    seconds: float  # first forward to last verdict, in the verify process
+    accept_counts: list[int] = field(default_factory=list)
+    trace: list[dict] = field(default_factory=list)
+    link_bytes: int = 0
+    overlap_hits: int = 0
+    overlap_misses: int = 0
+
+    @property
+    def rounds(self) -> int:
+        return sum(self.accept_counts)
+
+
+# -- messages on the link ---------------------------------------------------------------------
+# header, then 16-byte token records, then (sampled trees) the node ids and q of every sampled parent
+def _pack(kind: int, records: np.ndarray, sampled: bool = False, dists: dict | None = None, t0: float = 0.0,
+          t1: float = 0.0) -> bytes:
+    dists = dists or {}
+    nodes = sorted(dists)
+    vocab = len(dists[nodes[0]]) if nodes else 0
+    head = _HEADER.pack(kind, len(records), len(nodes), vocab, float(sampled), t0, t1, time.perf_counter())
+    return b"".join([head, records.tobytes(), np.asarray(nodes, dtype="<i4").tobytes(),
+                     *(np.asarray(dists[n], dtype="<f4").tobytes() for n in nodes)])
+
+
+def _unpack(data: bytes):
+    kind, n, n_dists, vocab, sampled, t0, t1, sent = _HEADER.unpack_from(data)
+    records = np.frombuffer(data, dtype=TOKEN_RECORD, count=n, offset=_HEADER.size)
+    offset = _HEADER.size + records.nbytes
+    nodes = np.frombuffer(data, dtype="<i4", count=n_dists, offset=offset)
+    dists = np.frombuffer(data, dtype="<f4", count=n_dists * vocab, offset=offset + nodes.nbytes)
+    return kind, records, dict(zip(nodes.tolist(), dists.reshape(n_dists, vocab).astype(np.float64))), \
+        bool(sampled), t0, t1, sent
+
+
+def encode_tree(tree: DraftTree, t0: float, t1: float) -> bytes:
+    """Draft tokens 1.. as records (the verifier knows the root), drafting start and end times."""
+    records = np.zeros(len(tree.tokens) - 1, dtype=TOKEN_RECORD)
+    records["token"] = tree.tokens[1:]
+    records["parent"] = tree.parents[1:]
+    records["confidence"] = tree.confidences[1:]
+    records["rank"] = tree.ranks[1:]
+    return _pack(_TREE, records, tree.sampled, tree.dists, t0, t1)
+
+
+def decode_tree(data: bytes, root: int) -> tuple[DraftTree, float, float, float]:
+    """(tree, drafting start, drafting end, sent at): absolute perf_counter times."""
+    _, records, dists, sampled, t0, t1, sent = _unpack(data)
+    tree = DraftTree([root] + records["token"].tolist(), [-1] + records["parent"].tolist(),
+                     [0] + records["rank"].tolist(), [1.0] + records["confidence"].astype(float).tolist(),
+                     dists, sampled)
+    return tree, t0, t1, sent
+
+
+def encode_verdict(tree: DraftTree | None, verdict: Verdict) -> bytes:
+    """One record per accepted draft token (its node in `parent`), then the bonus."""
+    path = list(verdict.path[1:])
+    records = np.zeros(len(path) + 1, dtype=TOKEN_RECORD)
+    records["token"] = ([tree.tokens[i] for i in path] if tree else []) + [verdict.bonus]
+    records["parent"] = path + [-1]
+    return _pack(_VERDICT, records)
+
+
+def decode_verdict(data: bytes) -> tuple[Verdict, list[int], float]:
+    """The verdict, the accepted tokens then the bonus, and when it was sent."""
+    _, records, _, _, _, _, sent = _unpack(data)
+    return Verdict((0, *records["parent"][:-1].tolist()), int(records["token"][-1])), records["token"].tolist(), sent
+
+
+def _kind(data: bytes) -> int:
+    return _HEADER.unpack_from(data)[0]
+
+
+# -- the stage processes ----------------------------------------------------------------------
+def _child_setup(cpu: int | None) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    if cpu is not None and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {cpu})
+
+
+SPIN_S = 0.05  # a pinned stage spins this long for the next message before it blocks
+
+
+def _receive(conn: Connection, parent_pid: int, spin: bool = False) -> bytes | None:
+    """The next message, or None when the parent has died (then the child exits). A stage with a
+    core of its own spins first: waking a blocked process costs 50-100 us, a round's budget."""
+    if spin:
+        deadline = time.perf_counter() + SPIN_S
+        while time.perf_counter() < deadline:
+            if conn.poll(0):
+                return conn.recv_bytes()
+    while not conn.poll(0.2):
+        if os.getppid() != parent_pid:
+            return None
+    return conn.recv_bytes()
+
+
+def _next_job(control: Connection, parent_pid: int) -> Job | None:
+    while not control.poll(0.2):
+        if os.getppid() != parent_pid:
+            return None
+    return control.recv()  # None: the parent asks the stage to exit
+
+
+def _arrive(sent: float, n_bytes: int, link: LinkEmulation) -> None:
+    """Hold a received message until the emulated link would have delivered it."""
+    due = sent + link.delay_s(n_bytes)
+    remaining = due - time.perf_counter()
+    if remaining > 2e-4:
+        time.sleep(remaining - 1e-4)  # sleep is coarse: spin the last 0.1 ms
+    while time.perf_counter() < due:
+        pass
+
+
+def _verify_job(model: Model, job: Job, peer: Connection, link: LinkEmulation, parent_pid: int,
+                spin: bool) -> RunResult:
+    verifier = Verifier(model, job.sampling, job.seed)
+    clock = time.perf_counter
+    origin = clock()
+    out = [verifier.start(list(job.prompt))]
+    result = RunResult([], 0.0)
+    if job.rule is None:
+        while len(out) < job.max_new_tokens:
+            out.append(verifier.step(out[-1]))
+            if len(out) % 64 == 0 and os.getppid() != parent_pid:
+                raise EOFError  # orphaned: stop rather than finish a long job nobody will read
+        result.tokens, result.seconds = out[:job.max_new_tokens], clock() - origin
+        return result
+    message = encode_verdict(None, Verdict((0,), out[0]))
+    while len(out) < job.max_new_tokens:
+        if os.getppid() != parent_pid:
+            raise EOFError  # orphaned: the drafter sees the pipe close and exits too
+        peer.send_bytes(message)
+        data = _receive(peer, parent_pid, spin)
+        if data is None:
+            raise EOFError
+        tree, t0, t1, sent = decode_tree(data, out[-1])
+        _arrive(sent, tree.link_bytes(), link)
+        verify_start = clock()
+        verdict = verifier.verify(tree)
+        verify_end = clock()
+        accepted = len(verdict.path) - 1
+        result.accept_counts += [0] * (accepted + 1 - len(result.accept_counts))
+        result.accept_counts[accepted] += 1
+        result.link_bytes += tree.link_bytes() + verdict.link_bytes()
+        if job.trace:
+            result.trace.append(trace_record(result.rounds - 1, tree, verdict, {
+                "draft_start_s": t0 - origin, "draft_end_s": t1 - origin,
+                "verify_start_s": verify_start - origin, "verify_end_s": verify_end - origin}))
+        out += [tree.tokens[i] for i in verdict.path[1:]] + [verdict.bonus]
+        message = encode_verdict(tree, verdict)
+    peer.send_bytes(_pack(_STOP, np.zeros(0, dtype=TOKEN_RECORD)))
+    result.tokens, result.seconds = out[:job.max_new_tokens], clock() - origin
+    return result
+
+
+def _draft_job(model: Model, job: Job, peer: Connection, link: LinkEmulation, parent_pid: int, spin: bool) -> dict:
+    drafter = Drafter(model, job.rule, job.sampling, job.seed + 1)
+    clock = time.perf_counter
+    context = list(job.prompt)
+    guess = None  # overlap: (predicted path, predicted bonus, the tree drafted on it, t0, t1)
+    hits = misses = 0
+    while True:
+        data = _receive(peer, parent_pid, spin)
+        if data is None:
+            raise EOFError
+        if _kind(data) == _STOP:
+            return {"overlap_hits": hits, "overlap_misses": misses}
+        verdict, tokens, sent = decode_verdict(data)
+        _arrive(sent, verdict.link_bytes(), link)
+        if guess is not None and guess[:2] == (verdict.path, verdict.bonus):
+            hits += 1
+            context += tokens
+            tree, t0, t1 = guess[2:]
+        else:
+            if guess is not None:
+                misses += 1  # the cache holds the guessed tree: propose() rolls back to the verified prefix
+            else:
+                drafter.accept(verdict.path)
+            context += tokens
+            t0 = clock()
+            tree = drafter.propose(context)
+            t1 = clock()
+        peer.send_bytes(encode_tree(tree, t0, t1))
+        guess = None
+        if job.schedule == "overlap":
+            path = tree.rank0_path()
+            guessed = context + [tree.tokens[i] for i in path[1:]]
+            drafter.accept(path)
+            bonus = drafter.predict_bonus(guessed)
+            t0 = clock()
+            ahead = drafter.propose(guessed + [bonus])
+            guess = (tuple(path), bonus, ahead, t0, clock())
+
+
+def _stage_main(role: str, weights: PackedWeights, config: ReferenceConfig, control: Connection, peer: Connection,
+                link: LinkEmulation, cpu: int | None, parent_pid: int) -> None:
+    _child_setup(cpu)
+    model = Model(weights, config)
+    run = _verify_job if role == "verify" else _draft_job
+    while True:
+        job = _next_job(control, parent_pid)
+        if job is None:
+            return
+        try:
+            control.send(("ok", run(model.fresh(), job, peer, link, parent_pid, cpu is not None)))
+        except (EOFError, BrokenPipeError, ConnectionResetError):
+            return
+        except Exception as error:  # report, then exit: the parent raises one line
+            control.send(("error", f"{role} stage: {type(error).__name__}: {error}"))
+            return
+
+
+class TwoStageRuntime:
+    """The verify process and, when a draft is given, the draft process; a context manager."""
+
+    def __init__(self, target: Model, draft: Model | None = None, link: LinkEmulation = LinkEmulation(),
+                 pin: bool = True):
+        context = multiprocessing.get_context("spawn")
+        cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        place = (lambda i: cpus[i]) if pin and len(cpus) >= 2 else (lambda i: None)
+        self.pinned = pin and len(cpus) >= 2
+        verify_peer, draft_peer = context.Pipe()
+        self._controls, self._processes = [], []
+        saved = {name: os.environ.get(name) for name in _THREAD_VARIABLES}
+        os.environ.update({name: "1" for name in _THREAD_VARIABLES})  # read by the child's BLAS at import
+        try:
+            stages = [("verify", target, verify_peer, 0)] + ([("draft", draft, draft_peer, 1)] if draft else [])
+            for role, model, peer, index in stages:
+                mine, theirs = context.Pipe()
+                process = context.Process(target=_stage_main, name=f"dfvg-{role}", daemon=True,
+                                          args=(role, model.weights, model.config, theirs, peer, link, place(index),
+                                                os.getpid()))
+                process.start()
+                theirs.close()
+                self._controls.append(mine)
+                self._processes.append(process)
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+        verify_peer.close()
+        draft_peer.close()
+
+    def run(self, job: Job) -> RunResult:
+        """One job; raises StageError on a stage's failure and KeyboardInterrupt on Ctrl-C (after
+        stopping both processes)."""
+        stages = 1 if job.rule is None else len(self._processes)
+        if stages < 2 and job.rule is not None:
+            raise StageError("speculative decoding needs a draft model")
+        try:
+            for control in self._controls[:stages]:
+                control.send(job)
+            replies = [self._reply(i) for i in range(stages)]
+        except BaseException:
+            self.close(force=True)
+            raise
+        result: RunResult = replies[0]
+        if stages == 2:
+            result.overlap_hits, result.overlap_misses = replies[1]["overlap_hits"], replies[1]["overlap_misses"]
+        return result
+
+    def _reply(self, index: int):
+        control, process = self._controls[index], self._processes[index]
+        ready = wait([control, process.sentinel])
+        if control in ready:
+            status, payload = control.recv()
+            if status == "ok":
+                return payload
+            raise StageError(payload)
+        raise StageError(f"{process.name} exited with code {process.exitcode}")
+
+    def close(self, force: bool = False) -> None:
+        """Stop both processes: a polite request, then terminate, then kill; never leaves orphans."""
+        for control in self._controls:
+            try:
+                if not force:
+                    control.send(None)
+                control.close()
+            except OSError:
+                pass
+        for process in self._processes:
+            process.join(timeout=0 if force else 2.0)
+            if process.is_alive():
+                process.terminate()
+                process.join(timeout=2.0)
+            if process.is_alive():
+                process.kill()
+                process.join()
+        self._controls, self._processes = [], []
+
+    def __enter__(self) -> "TwoStageRuntime":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close(force=exc[0] is not None)
+
+
+def interrupted_exit_code() -> int:
+    """The shell's code for a run stopped by Ctrl-C."""
+    return 128 + signal.SIGINT if sys.platform != "win32" else 1
