@@ -109,21 +109,27 @@ def _decoding_options(command):
     return command
 
 
+# generate's defaults for --dynamic: small trees, because verifying k tokens here costs ~1 + k/4 tokens
+DEFAULT_RULES = {"adapt": AdaptRule(threshold=0.05, temperature=0.0, k_max=4, budget=8, min_depth=2, max_depth=6),
+                 "eagle2": Eagle2Rule(top_k=4, depth=4, total_tokens=8)}
+
+
 def _dynamic_options(command):
+    adapt, eagle2 = DEFAULT_RULES["adapt"], DEFAULT_RULES["eagle2"]
     options = [
         click.option("--dynamic", type=click.Choice(["adapt", "eagle2"]), help="Draft dynamic trees instead of --tree."),
-        click.option("--threshold", type=click.FloatRange(0, 1, max_open=True), default=0.05, show_default=True,
+        click.option("--threshold", type=click.FloatRange(0, 1, max_open=True), default=adapt.threshold, show_default=True,
                      help="adapt: tau, keep children with confidence above it."),
-        click.option("--gumbel-temperature", type=click.FloatRange(0), default=0.0, show_default=True,
+        click.option("--gumbel-temperature", type=click.FloatRange(0), default=adapt.temperature, show_default=True,
                      help="adapt: Gumbel top-k temperature (0 = top-k)."),
-        click.option("--k-max", type=click.IntRange(1, 64), default=4, show_default=True, help="adapt: per-level cap."),
-        click.option("--budget", type=click.IntRange(1, 256), default=8, show_default=True,
+        click.option("--k-max", type=click.IntRange(1, 64), default=adapt.k_max, show_default=True, help="adapt: per-level cap."),
+        click.option("--budget", type=click.IntRange(1, 256), default=adapt.budget, show_default=True,
                      help="adapt: draft tokens per round."),
-        click.option("--min-depth", type=click.IntRange(1, 64), default=2, show_default=True, help="adapt: D_min."),
-        click.option("--max-depth", type=click.IntRange(1, 64), default=6, show_default=True, help="adapt: depth limit."),
-        click.option("--top-k", type=click.IntRange(1, 64), default=4, show_default=True, help="eagle2: top_k."),
-        click.option("--depth", type=click.IntRange(1, 64), default=4, show_default=True, help="eagle2: steps."),
-        click.option("--total-tokens", type=click.IntRange(2, 512), default=8, show_default=True,
+        click.option("--min-depth", type=click.IntRange(1, 64), default=adapt.min_depth, show_default=True, help="adapt: D_min."),
+        click.option("--max-depth", type=click.IntRange(1, 64), default=adapt.max_depth, show_default=True, help="adapt: depth limit."),
+        click.option("--top-k", type=click.IntRange(1, 64), default=eagle2.top_k, show_default=True, help="eagle2: top_k."),
+        click.option("--depth", type=click.IntRange(1, 64), default=eagle2.depth, show_default=True, help="eagle2: steps."),
+        click.option("--total-tokens", type=click.IntRange(2, 512), default=eagle2.total_tokens, show_default=True,
                      help="eagle2: verified tokens including the root."),
     ]
     for option in reversed(options):
@@ -223,6 +229,8 @@ def reference_generate(ctx, target, draft, prompt, prompt_ids, max_new_tokens, m
 @click.option("--max-new-tokens", type=click.IntRange(1, 100000), default=128, show_default=True)
 @click.option("--trees", default="chain:2,chain:4,chain:6,kary:2x2", show_default=True,
               help="Comma-separated static tree SPECs to compare with autoregressive decoding.")
+@click.option("--dynamic", "dynamic_rules", default="", show_default=True,
+              help="Comma-separated dynamic rules to add (adapt, eagle2), with generate's default settings.")
 @click.option("--schedules", default="sequential,overlap", show_default=True,
               help="Comma-separated schedules to run every tree with.")
 @_decoding_options
@@ -231,7 +239,8 @@ def reference_generate(ctx, target, draft, prompt, prompt_ids, max_new_tokens, m
               show_default=True, help="Table to write (CSV).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.pass_context
-def reference_bench(ctx, target, draft, prompts_path, count, max_new_tokens, trees, schedules, temperature, top_p,
+def reference_bench(ctx, target, draft, prompts_path, count, max_new_tokens, trees, dynamic_rules, schedules,
+                    temperature, top_p,
                     verification, seed, link_name, no_pin, repeats, output, as_json):
     """Tokens/s of autoregressive and speculative decoding on a prompt set, end to end, two processes.
 
@@ -247,10 +256,15 @@ def reference_bench(ctx, target, draft, prompts_path, count, max_new_tokens, tre
     if not chosen or any(s not in SCHEDULES for s in chosen):
         raise InputError(f"--schedules {schedules!r}: expected a comma-separated subset of {', '.join(SCHEDULES)}")
     configs = {("ar", "", ""): None}
-    for spec in trees.split(","):
-        tree = _tree(ctx, spec.strip())
+    for spec in [t.strip() for t in trees.split(",") if t.strip()]:
+        tree = _tree(ctx, spec)
         for schedule in chosen:
-            configs[("spec", spec.strip(), schedule)] = ((tuple(tree.parents), tuple(tree.ranks)), schedule)
+            configs[("spec", spec, schedule)] = ((tuple(tree.parents), tuple(tree.ranks)), schedule)
+    for name in [d.strip() for d in dynamic_rules.split(",") if d.strip()]:
+        if name not in DEFAULT_RULES:
+            raise InputError(f"--dynamic {name!r}: expected adapt or eagle2")
+        for schedule in chosen:
+            configs[("spec", name, schedule)] = (DEFAULT_RULES[name], schedule)
     sampling = Sampling(temperature, top_p, verification)
     link, link_label = _link(ctx, link_name)
     rates = {key: [] for key in configs}

@@ -170,10 +170,11 @@ class Drafter:
         """Make the cache hold exactly `context` (dropping tree rows and diverged tokens, running
         what is missing); returns the logits after the last token run, or None when nothing ran."""
         cache = self.model.cache
-        common = 0
         limit = min(len(self.known), len(context))
-        while common < limit and self.known[common] == context[common]:
-            common += 1
+        if self.known[:limit] == context[:limit]:  # the usual case, compared in C
+            common = limit
+        else:
+            common = next(i for i in range(limit) if self.known[i] != context[i])
         if cache.length != common or self.rows:
             cache.keep(common, [])
         self.known, self.rows = list(context[:common]), []

@@ -18,6 +18,7 @@ rotary tables are built once per forward and grouped-query attention never copie
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -97,28 +98,37 @@ class KVCache:
         self.length = prefix + len(rows)
 
 
+# np.add.reduce rather than np.mean: the same sum, without np.mean's Python-level wrapper, which
+# costs more than the arithmetic on a 128-256-wide row (a third of a draft forward).
 def _rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
-    variance = np.mean(x * x, axis=-1, keepdims=True)
+    variance = np.add.reduce(x * x, axis=-1, keepdims=True) / x.shape[-1]
     return x / np.sqrt(variance + eps) * weight
 
 
 def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
-    mean = np.mean(x, axis=-1, keepdims=True)
-    centred = x - mean
-    return centred / np.sqrt(np.mean(centred * centred, axis=-1, keepdims=True) + eps) * weight + bias
-
-
-def _rotate_half(x: np.ndarray) -> np.ndarray:
-    half = x.shape[-1] // 2
-    return np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+    centred = x - np.add.reduce(x, axis=-1, keepdims=True) / x.shape[-1]
+    variance = np.add.reduce(centred * centred, axis=-1, keepdims=True) / x.shape[-1]
+    return centred / np.sqrt(variance + eps) * weight + bias
 
 
 def _rope_tables(positions: np.ndarray, dim: int, theta: float, dtype) -> tuple[np.ndarray, np.ndarray]:
-    """cos and sin (T, D) of transformers' default rotary embedding at integer positions (T,)."""
+    """cos and sin (T, D) of transformers' default rotary embedding at integer positions (T,), the
+    sin already signed for rotate_half: rotate_half(x) * sin == x[..., swap] * signed_sin."""
+    frequencies, signs = _rope_constants(dim, theta)
+    angles = positions.astype(np.float64)[:, None] * frequencies  # (T, D): both halves share frequencies
+    return np.cos(angles).astype(dtype), (np.sin(angles) * signs).astype(dtype)
+
+
+@lru_cache(maxsize=16)
+def _rope_constants(dim: int, theta: float) -> tuple[np.ndarray, np.ndarray]:
     inv_freq = 1.0 / theta ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
-    freqs = np.outer(positions.astype(np.float64), inv_freq)  # (T, D/2)
-    angles = np.concatenate([freqs, freqs], axis=-1)
-    return np.cos(angles).astype(dtype), np.sin(angles).astype(dtype)
+    return np.concatenate([inv_freq, inv_freq]), np.repeat([-1.0, 1.0], dim // 2)
+
+
+@lru_cache(maxsize=16)
+def _half_swap(dim: int) -> np.ndarray:
+    """Index that swaps the two halves of the last axis (rotate_half without its sign)."""
+    return np.concatenate([np.arange(dim // 2, dim), np.arange(dim // 2)])
 
 
 def tree_mask(parents) -> np.ndarray:
@@ -270,6 +280,7 @@ def forward(weights, config: ReferenceConfig, tokens, positions, cache: KVCache,
         cos = sin = None
     else:
         cos, sin = _rope_tables(positions, d, config.rope_theta, x.dtype)
+        swap = _half_swap(d)
     cache.reserve(n, g, d, x.dtype)
     for index, layer in enumerate(weights.layers):
         qkv = _linear(_norm(x, layer.norm1, config), layer.qkv, layer.qkv_bias)
@@ -280,8 +291,8 @@ def forward(weights, config: ReferenceConfig, tokens, positions, cache: KVCache,
             q = _rms_norm(q, layer.q_norm, config.rms_norm_eps)
             k = _rms_norm(k, layer.k_norm, config.rms_norm_eps)
         if cos is not None:
-            q = q * cos + _rotate_half(q) * sin
-            k = k * cos + _rotate_half(k) * sin
+            q = q * cos + q[..., swap] * sin
+            k = k * cos + k[..., swap] * sin
         keys, values = cache.write(index, cached, k, v)
         x = x + _linear(_attend(q, keys, values, visible), layer.out, layer.out_bias)
         up = _linear(_norm(x, layer.norm2, config), layer.up, layer.up_bias)

@@ -77,6 +77,21 @@ def test_bench_writes_its_table(run, tmp_path):
     for row in rows[1:]:
         assert float(row["speedup"]) == pytest.approx(float(row["tokens_per_s"]) / ar_rate)
     assert 0.0 <= record["greedy_token_acceptance"] <= 1.0
+    for row in rows[1:]:
+        assert (row["overlap_hit_rate"] == "") == (row["schedule"] == "sequential")
+
+
+def test_bench_runs_dynamic_rules_and_refuses_unknown_names(run, tmp_path):
+    out = tmp_path / "bench.csv"
+    result = run("reference", "bench", "--count", "1", "--max-new-tokens", "12", "--repeats", "1", "--trees", "",
+                 "--dynamic", "adapt,eagle2", "--schedules", "sequential", "-o", str(out), "--json")
+    assert result.exit_code == 0, result.stderr
+    assert [(r["tree"], r["schedule"]) for r in json.loads(result.stdout)["rows"]] == [
+        ("", ""), ("adapt", "sequential"), ("eagle2", "sequential")]
+    for bad in (["--dynamic", "medusa"], ["--schedules", "sequential,eager"]):
+        result = run("reference", "bench", "--count", "1", *bad, "-o", str(tmp_path / "x.csv"))
+        assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
+        assert not (tmp_path / "x.csv").exists()
 
 
 def test_bad_prompt_set_and_builtin_names_are_one_line(run, tmp_path):
