@@ -9,8 +9,10 @@ Seeded: the same Python version, steps and seeds give the same weights on the sa
 Needs the optional extra: pip install '.[train]'   (PyTorch CPU + transformers)
 Run:   python models/reference/train.py --role target --steps 1100 --batch 16 --lr 3e-3 --out models/reference/target
        python models/reference/train.py --role draft --steps 2500 --batch 16 --lr 3e-3 --out models/reference/draft
-       python models/reference/train.py --role draft --steps 1500 --batch 16 --lr 1e-3 --init models/reference/draft \
+       python models/reference/train.py --role draft --steps 1800 --batch 16 --lr 1e-3 --init models/reference/draft \
            --distil-from models/reference/target --out models/reference/draft   (distillation, see the card)
+       python models/reference/train.py --role draft --steps 2000 --batch 16 --lr 1e-3 --init models/reference/draft \
+           --distil-from models/reference/target --on-policy 4096 --out models/reference/draft
        python models/reference/train.py --prompts models/reference/prompts.jsonl
 """
 
@@ -51,11 +53,30 @@ def batches(data: bytes, batch: int, rng: np.random.Generator):
         yield np.stack([array[s:s + CONTEXT + 1] for s in starts]).astype(np.int64)
 
 
+def on_policy_windows(teacher, data: bytes, count: int, seed: int) -> np.ndarray:
+    """`count` windows of CONTEXT + 1 bytes: a 64-byte prompt from the data, then the teacher's own
+    greedy continuation (DistillSpec, Zhou et al. 2023: a draft is judged on the target's text)."""
+    import torch
+
+    array = np.frombuffer(data, dtype=np.uint8)
+    rng = np.random.default_rng(seed)
+    prompt, windows = 64, []
+    with torch.no_grad():
+        for first in range(0, count, 64):
+            starts = rng.integers(0, len(array) - prompt, size=min(64, count - first))
+            ids = torch.from_numpy(np.stack([array[s:s + prompt] for s in starts]).astype(np.int64))
+            out = teacher.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                                   max_new_tokens=CONTEXT + 1 - prompt, pad_token_id=0)
+            windows.append(out[:, :CONTEXT + 1].numpy())
+    return np.concatenate(windows)
+
+
 def train(role: str, steps: int, out: Path, seed: int, batch: int, lr: float, init: Path | None = None,
-          teacher: Path | None = None) -> dict:
+          teacher: Path | None = None, on_policy: int = 0) -> dict:
     """Train (or, from `init`, fine-tune) one model. With a `teacher` checkpoint the loss is the
     KL divergence from the teacher's next-byte distribution (distillation): a draft is only useful
-    where it agrees with its target, and soft labels teach that agreement faster than the data."""
+    where it agrees with its target, and soft labels teach that agreement faster than the data.
+    With `on_policy` > 0, half of every batch comes from that many teacher-written windows."""
     import torch
     import transformers
 
@@ -74,11 +95,15 @@ def train(role: str, steps: int, out: Path, seed: int, batch: int, lr: float, in
     train_data, held_data, _ = corpus()
     stream = batches(train_data, batch, np.random.default_rng(seed))
     start, losses = time.time(), []
+    written = on_policy_windows(guide, train_data, on_policy, seed) if guide is not None and on_policy else None
+    pick = np.random.default_rng(seed + 2)
     for step in range(steps):
         scale = min(1.0, (step + 1) / 100) * 0.5 * (1 + math.cos(math.pi * step / steps))  # warm-up, cosine
         for group in optimiser.param_groups:
             group["lr"] = lr * max(scale, 0.02)
         x = torch.from_numpy(next(stream))
+        if written is not None:  # half natural text, half the teacher's own continuations
+            x[batch // 2:] = torch.from_numpy(written[pick.integers(0, len(written), size=batch - batch // 2)])
         if guide is None:
             loss = model(input_ids=x[:, :-1], labels=x[:, :-1]).loss  # transformers shifts the labels
         else:
@@ -102,7 +127,8 @@ def train(role: str, steps: int, out: Path, seed: int, batch: int, lr: float, in
     model.save_pretrained(out, safe_serialization=True)
     card = {"role": role, "parameters": params, "steps": steps, "batch": batch, "context": CONTEXT, "lr": lr,
             "seed": seed, "init": None if init is None else str(init),
-            "distilled_from": None if teacher is None else str(teacher), "seconds": round(time.time() - start, 1), "train_loss_last_100": float(np.mean(losses[-100:])),
+            "distilled_from": None if teacher is None else str(teacher), "on_policy_windows": on_policy,
+            "seconds": round(time.time() - start, 1), "train_loss_last_100": float(np.mean(losses[-100:])),
             "held_out_bits_per_byte": held_loss / math.log(2), "python": platform.python_version(),
             "torch": torch.__version__, "transformers": transformers.__version__,
             "data": f"top-level *.py of the Python {platform.python_version()} standard library, "
@@ -136,6 +162,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--init", type=Path, help="start from this checkpoint folder (fine-tune)")
     parser.add_argument("--distil-from", type=Path, help="teacher checkpoint: train on its soft labels (KL)")
+    parser.add_argument("--on-policy", type=int, default=0,
+                        help="with --distil-from: teacher-written windows making up half of every batch")
     parser.add_argument("--prompts", type=Path, help="write the prompt set instead of training")
     parser.add_argument("--count", type=int, default=64)
     args = parser.parse_args()
@@ -143,7 +171,7 @@ def main() -> None:
         prompts(args.prompts, args.count, args.seed)
     else:
         print(json.dumps(train(args.role, args.steps, args.out, args.seed, args.batch, args.lr,
-                                    args.init, args.distil_from), indent=2))
+                                    args.init, args.distil_from, args.on_policy), indent=2))
 
 
 if __name__ == "__main__":
