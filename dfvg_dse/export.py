@@ -115,6 +115,15 @@ def write_table(path: Path, frame: pd.DataFrame) -> list[Path]:
     return written
 
 
+def write_markdown_table(path: Path, records: list[dict], columns: list[tuple[str, str, str]], title: str) -> Path:
+    """A Markdown table: columns are (key, header, format spec) over records of the same keys."""
+    lines = [f"# {title}", "", "| " + " | ".join(h for _, h, _ in columns) + " |",
+             "|" + " --- |" * len(columns)]
+    for record in records:
+        lines.append("| " + " | ".join(format(record[k], f) if f else str(record[k]) for k, _, f in columns) + " |")
+    return atomic_write(path, lambda tmp: tmp.write_text("\n".join(lines) + "\n"))
+
+
 def write_records(path: Path, records: list[dict]) -> list[Path]:
     """A table of one row per record (same keys), as write_table writes it."""
     return write_table(path, pd.DataFrame(records))

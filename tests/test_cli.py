@@ -22,7 +22,7 @@ COMMANDS = [[], ["hw"], ["hw", "list"], ["hw", "show"], ["models"], ["models", "
             ["models", "import"], ["cost"], ["tree"], ["tree", "expected"], ["tree", "optimize"], ["tree", "show"],
             ["tree", "dynamic"], ["acceptance"], ["acceptance", "list"], ["acceptance", "show"], ["acceptance", "fit"],
             ["acceptance", "verify"], ["estimate"], ["compare"], ["sensitivity"], ["search"], ["sweep"], ["pareto"],
-            ["export"], ["reference"], ["reference", "generate"], ["reference", "bench"]]
+            ["export"], ["reference"], ["reference", "generate"], ["reference", "bench"], ["calibrate"], ["validate"]]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=" ".join)

@@ -20,11 +20,12 @@ ALLOWED = {
     "pipeline.*": {"units", "specs", "costs", "acceptance", "tree"},
     "sim": {"units", "specs", "costs", "acceptance"},
     "reference.*": {"units", "specs"},
+    "validation.*": {"units", "specs", "costs", "acceptance", "tree", "pipeline", "reference"},
     "search": {"units", "specs", "pipeline", "tree"},
     "report.*": {"units", "specs", "costs", "acceptance", "tree", "pipeline", "sim", "search"},
     "export": {"units", "specs", "report", "search", "tree"},
     "cli.*": {"units", "specs", "catalog", "report", "acceptance", "tree", "pipeline", "sim", "search", "export",
-              "reference", "__init__"},
+              "reference", "validation", "__init__"},
     "__init__": {"units", "specs", "catalog"},
     "__main__": {"cli"},
 }

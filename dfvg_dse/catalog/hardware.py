@@ -21,6 +21,9 @@ _COMMON = {
     "eta_compute": (units.FRACTION, False, True),
     "layer_overhead": (units.SECONDS, False, False),
     "forward_overhead": (units.SECONDS, False, False),
+    "overlap": (units.FRACTION, False, False),
+    "multi_row_bandwidth": (units.FRACTION, False, True),
+    "draft_round_overhead": (units.SECONDS, False, False),
     "price_per_hour": (units.USD_PER_S, False, True),
 }
 _PEAKS = {f"peak_{d}": (units.FLOP_PER_S, False, True) for d in ("fp16", "bf16", "fp32", "int8", "fp8", "fp16_fp16acc")}
@@ -147,7 +150,9 @@ def parse_device(path: Path, data: dict, kind: str, defaults: CalibrationDefault
             idle_power_w=si("idle_power", tdp * defaults.power_fraction_for(f"{kind}_idle_fraction")),
             price_usd_per_s=q["price_per_hour"].si if "price_per_hour" in q else None,
             host_link=read_string(path, data, "host_link", None), fpga=fabric,
-            cores=int(q["cores"].si) if "cores" in q else None, source=str(path))
+            cores=int(q["cores"].si) if "cores" in q else None, source=str(path),
+            compute_memory_overlap=si("overlap", 1.0), multi_row_bandwidth_fraction=si("multi_row_bandwidth", 1.0),
+            draft_round_overhead_s=si("draft_round_overhead", 0.0))
     except SpecError as err:
         raise _spec_error(path, err) from None
     return HwEntry(spec, kind, path, q)

@@ -33,13 +33,14 @@ def memory_time_s(bytes_per_tier, achieved_bandwidth_per_tier_bytes_per_s) -> np
     return np.maximum.reduce(np.broadcast_arrays(*times)) if len(times) > 1 else times[0]
 
 
-def roofline_time(compute_time, memory_time, overhead_time) -> RooflineTime:
-    """Combine the three terms: max(compute, memory) + overhead, with the dominant term named."""
+def roofline_time(compute_time, memory_time, overhead_time, overlap: float = 1.0) -> RooflineTime:
+    """Combine the three terms: max(compute, memory) + (1 - overlap) min(compute, memory) +
+    overhead, with the dominant term named (overlap 1 is the plain roofline)."""
     compute = np.asarray(compute_time, dtype=float)
     memory = np.asarray(memory_time, dtype=float)
     overhead = np.asarray(overhead_time, dtype=float)
     compute, memory, overhead = np.broadcast_arrays(compute, memory, overhead)
-    roof = np.maximum(compute, memory)
+    roof = np.maximum(compute, memory) + (1.0 - overlap) * np.minimum(compute, memory)
     bound = np.where(compute >= memory, COMPUTE, MEMORY)
     bound = np.where(overhead > roof, OVERHEAD, bound).astype(np.int8)
     return RooflineTime(roof + overhead, compute, memory, overhead, bound)

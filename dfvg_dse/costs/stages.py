@@ -1,7 +1,8 @@
 """Stage costs of one speculative round, shared by the closed-form pipeline and the simulator.
 
 Draft time D = sum over levels i = 0..depth-1 of one draft forward over the w_i nodes of level i
-(w_0 = 1, the root): drafting level i + 1 runs the draft model on level i. Verify time V is one
+(w_0 = 1, the root): drafting level i + 1 runs the draft model on level i; plus the draft device's
+fixed per-round work (`draft_round_overhead_s`, 0 unless calibrated). Verify time V is one
 target forward over the root and every draft node, with the tree's ancestor pairs for attention.
 Link bytes: `record_bytes` per draft token down (plus Q over the vocabulary in fp16 when
 verification is stochastic) and one record per accepted token up.
@@ -27,7 +28,8 @@ def tree_draft_time_s(model: ModelSpec, device: DeviceSpec, widths, context: int
     cost = device_forward_cost(model, device, np.where(frontier > 0, frontier, 1.0),
                                context + np.arange(frontier.shape[-1]),
                                batch)
-    return np.where(live, cost.time_s, 0.0).sum(axis=-1), cost.bound_name[..., 0]
+    per_round = np.where(live.any(axis=-1), device.draft_round_overhead_s, 0.0)
+    return np.where(live, cost.time_s, 0.0).sum(axis=-1) + per_round, cost.bound_name[..., 0]
 
 
 def tree_verify_cost(model: ModelSpec, device: DeviceSpec, draft_nodes, tree_pairs, context: int, batch: int = 1,

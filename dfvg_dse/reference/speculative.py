@@ -243,12 +243,16 @@ class Drafter:
             known = [i for i in range(len(parents)) if depth[i] < level]
             rows.update(self._level_logits(tokens, parents, depth, known, position))
             for node in [i for i in known if depth[i] == level - 1 and i in kids]:
-                q = distribution(rows[node], self.sampling)
-                if self.sampling.greedy:
-                    order = np.argsort(-q, kind="stable")
+                if self.sampling.greedy:  # the cheap path: one softmax for the confidences, argmax for rank 0
+                    row = rows[node]
+                    weights = np.exp(row - row.max())
+                    q = weights / weights.sum()
+                    wanted = [ranks[child] for child in kids[node]]
+                    order = [int(np.argmax(row))] if max(wanted) == 0 else np.argsort(-row, kind="stable")
                     for child in kids[node]:
                         tokens[child] = int(order[ranks[child]])
                 else:  # children are samples from q, in the order they were drawn
+                    q = distribution(rows[node], self.sampling)
                     dists[node] = q
                     left = q.copy()
                     for child in kids[node]:

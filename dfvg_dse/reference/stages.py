@@ -32,6 +32,7 @@ import signal
 import struct
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 
@@ -46,6 +47,21 @@ SCHEDULES = ("sequential", "overlap")
 _TREE, _VERDICT, _STOP = 1, 2, 3
 _HEADER = struct.Struct("<IIIIdddd")  # kind, records, distributions, vocabulary, sampled, t0, t1, sent at
 _THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+@contextmanager
+def single_threaded_environment():
+    """BLAS and OpenMP set to one thread for processes spawned inside (read at their numpy import)."""
+    saved = {name: os.environ.get(name) for name in _THREAD_VARIABLES}
+    os.environ.update({name: "1" for name in _THREAD_VARIABLES})
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 class StageError(RuntimeError):
@@ -88,6 +104,8 @@ class Job:
 class RunResult:
     tokens: list[int]
     seconds: float  # first forward to last verdict, in the verify process
+    prefill_s: float = 0.0  # of which the prompt's forward
+    step_s: list[float] = field(default_factory=list)  # autoregressive: each step's forward, in order
     accept_counts: list[int] = field(default_factory=list)
     trace: list[dict] = field(default_factory=list)
     link_bytes: int = 0
@@ -206,10 +224,12 @@ def _verify_job(model: Model, job: Job, peer: Connection, link: LinkEmulation, p
     clock = time.perf_counter
     origin = clock()
     out = [verifier.start(list(job.prompt))]
-    result = RunResult([], 0.0)
+    result = RunResult([], 0.0, clock() - origin)
     if job.rule is None:
         while len(out) < job.max_new_tokens:
+            step_start = clock()
             out.append(verifier.step(out[-1]))
+            result.step_s.append(clock() - step_start)
             if len(out) % 64 == 0 and os.getppid() != parent_pid:
                 raise EOFError  # orphaned: stop rather than finish a long job nobody will read
         result.tokens, result.seconds = out[:job.max_new_tokens], clock() - origin
@@ -310,9 +330,7 @@ class TwoStageRuntime:
         self.pinned = pin and len(cpus) >= 2
         verify_peer, draft_peer = context.Pipe()
         self._controls, self._processes = [], []
-        saved = {name: os.environ.get(name) for name in _THREAD_VARIABLES}
-        os.environ.update({name: "1" for name in _THREAD_VARIABLES})  # read by the child's BLAS at import
-        try:
+        with single_threaded_environment():
             stages = [("verify", target, verify_peer, 0)] + ([("draft", draft, draft_peer, 1)] if draft else [])
             for role, model, peer, index in stages:
                 mine, theirs = context.Pipe()
@@ -323,12 +341,6 @@ class TwoStageRuntime:
                 theirs.close()
                 self._controls.append(mine)
                 self._processes.append(process)
-        finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
         verify_peer.close()
         draft_peer.close()
 

@@ -110,3 +110,27 @@ def plot_importance(importances: dict, path: str | Path, title: str) -> None:
     ax.set_xlabel("importance for tokens/s (PED-ANOVA, share)")
     ax.set_title(title, fontsize=10)
     _save(plt, fig, path)
+
+
+def plot_validation(rows: list[dict], path: str | Path, title: str) -> None:
+    """Predicted against measured decode tokens/s and tokens per round, one point per
+    configuration, with the y = x line (validate)."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.8))
+    for ax, metric, label in ((axes[0], "tokens_per_s", "decode tokens/s"),
+                              (axes[1], "tokens_per_round", "tokens per round")):
+        measured = [r[f"measured_{metric}"] for r in rows]
+        predicted = [r[f"predicted_{metric}"] for r in rows]
+        top = max(measured + predicted) * 1.1
+        ax.plot([0, top], [0, top], color="black", linewidth=0.8, label="y = x")
+        for row, x, y in zip(rows, measured, predicted):
+            colour = "#888888" if row["drafting"] == "ar" else "#3465a4" if row["schedule"] == "overlap" else "#cc0000"
+            ax.scatter([x], [y], color=colour, s=22)
+            ax.annotate(row["config"], (x, y), fontsize=6, xytext=(3, 2), textcoords="offset points")
+        ax.set_xlim(0, top)
+        ax.set_ylim(0, top)
+        ax.set_xlabel(f"measured {label}")
+        ax.set_ylabel(f"predicted {label}")
+    axes[0].legend(loc="upper left", fontsize=8)
+    fig.suptitle(title)
+    _save(plt, fig, path)

@@ -240,6 +240,15 @@ class DeviceSpec:
     fpga: FpgaFabric | None = None
     cores: int | None = None
     source: str = ""
+    # How much of the shorter of compute and memory time hides under the longer: 1 is the
+    # roofline's max(); 0 adds them (one CPU core running small products, issue 7's calibration).
+    compute_memory_overlap: float = 1.0
+    # Achieved memory bandwidth of a forward over two or more rows, as a fraction of the one-row
+    # figure: BLAS streams weights best in its one-row (gemv) path (issue 7's calibration).
+    multi_row_bandwidth_fraction: float = 1.0
+    # Fixed work of one drafting round on this device besides its per-level forwards: taking the
+    # verdict and re-ingesting accepted tokens it has not cached (issue 7's calibration).
+    draft_round_overhead_s: float = 0.0
 
     def __post_init__(self) -> None:
         _require_choice(self, "kind", DEVICE_KINDS)
@@ -251,7 +260,11 @@ class DeviceSpec:
             if not (isinstance(peak, (int, float)) and math.isfinite(peak) and peak > 0):
                 raise SpecError(f"peak_{dtype}", peak, "must be a positive number")
         _require_fraction(self, "eta_compute")
-        _require_non_negative(self, "layer_overhead_s", "forward_overhead_s", "idle_power_w")
+        _require_non_negative(self, "layer_overhead_s", "forward_overhead_s", "idle_power_w", "draft_round_overhead_s")
+        if not 0.0 <= self.compute_memory_overlap <= 1.0:
+            raise SpecError("overlap", self.compute_memory_overlap, "must be a fraction in [0, 1]")
+        if not 0.0 < self.multi_row_bandwidth_fraction <= 1.0:
+            raise SpecError("multi_row_bandwidth", self.multi_row_bandwidth_fraction, "must be a fraction in (0, 1]")
         _require_positive(self, "tdp_w", "decode_power_w")
         if self.decode_power_w > self.tdp_w:
             raise SpecError("decode_power", self.decode_power_w, f"must be <= tdp ({self.tdp_w} W)")

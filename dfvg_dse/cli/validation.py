@@ -1,0 +1,163 @@
+"""Commands that join the analytical model and the reference decoder (issue 7): calibrate, validate."""
+
+from __future__ import annotations
+
+import platform
+import time
+from pathlib import Path
+
+import click
+
+from dfvg_dse.catalog.hwdocs import core_document, link_document
+from dfvg_dse.catalog.lookup import write_toml_atomic
+from dfvg_dse.cli._base import catalog_of, cli, emit_json, emit_table
+from dfvg_dse.cli.pipeline import _setup
+from dfvg_dse.cli.reference import _load_pair
+from dfvg_dse.export import write_json, write_markdown_table, write_records, write_plot
+from dfvg_dse.pipeline.scenarios import compare as compare_scenarios
+from dfvg_dse.pipeline.presets import PRESETS
+from dfvg_dse.report.plots import plot_validation
+from dfvg_dse.validation.anchors import decode_anchors, dfvg_anchor, sequoia_anchor
+from dfvg_dse.validation.compare import Parts, cases, summary
+from dfvg_dse.validation.run import NEW_TOKENS, Calibration, calibrate, validate
+
+TABLE = [("config", "configuration", ""), ("measured_tokens_per_round", "tokens/round measured", ".3f"),
+         ("predicted_tokens_per_round", "predicted", ".3f"), ("error_tokens_per_round", "error", "+.1%"),
+         ("measured_draft_s", "draft s measured", ".5f"), ("predicted_draft_s", "predicted", ".5f"),
+         ("measured_verify_s", "verify s measured", ".5f"), ("predicted_verify_s", "predicted", ".5f"),
+         ("measured_tokens_per_s", "tokens/s measured", ".0f"), ("predicted_tokens_per_s", "predicted", ".0f"),
+         ("error_tokens_per_s", "error", "+.1%"), ("measured_link_bytes", "link B/round measured", ".0f"),
+         ("predicted_link_bytes", "predicted", ".0f")]
+
+
+def _prompts(ctx, text, split: str, count: int) -> list[tuple[int, ...]]:
+    return [tuple(text.encode(p["text"])) for p in catalog_of(ctx).read_reference_prompts(None, split)[:count]]
+
+
+def _calibrate(ctx, quick: bool, count: int):
+    target, draft, text = _load_pair(ctx, "builtin:tiny", None)
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    specs = {"target": target.config.spec, "draft": draft.config.spec}
+    result = calibrate(target, draft, specs, _prompts(ctx, text, "calibration", count), quick, stamp)
+    return target, draft, text, specs, result, stamp
+
+
+def _write_calibration(out: Path, result: Calibration, stamp: str) -> list[Path]:
+    written = []
+    for core, fit in ((0, result.target_fit), (1, result.draft_fit)):
+        note = (f"{stamp} on {platform.node() or 'this machine'}, {'target forwards' if core == 0 else 'draft rounds'}; "
+                f"rms relative error {fit.rms_relative_error:.1%}, max {fit.max_relative_error:.1%} "
+                f"over {len(fit.residuals)} shapes")
+        document = core_document(fit.device, result.clock_hz, result.peak_source, note,
+                                 platform.processor() or "local CPU")
+        path = out / "hwdb" / "cpu" / f"local-core-{core}.toml"
+        write_toml_atomic(path, document)
+        written.append(path)
+    link_fit = f"{stamp}; rms relative error {result.link.rms_relative_error:.1%}"
+    path = out / "hwdb" / "link" / "local-pipe.toml"
+    write_toml_atomic(path, link_document(result.link.link, link_fit))
+    written.append(path)
+    written.append(write_json(out / "calibration.json", {
+        "stamp": stamp,
+        "verify_core": {"residuals": result.target_fit.residuals, "rms_relative_error": result.target_fit.rms_relative_error},
+        "draft_core": {"residuals": result.draft_fit.residuals, "rms_relative_error": result.draft_fit.rms_relative_error},
+        "link": {"residuals": result.link.residuals, "rms_relative_error": result.link.rms_relative_error},
+        "greedy_profile": list(result.greedy_profile.rank_probs),
+        "sampled_profile": list(result.sampled_profile.rank_probs)}))
+    return written
+
+
+def _core_record(fit) -> dict:
+    device = fit.device
+    return {"eta_compute": device.eta_compute, "bandwidth_gb_s": device.main_memory.bandwidth_bytes_per_s / 1e9,
+            "forward_overhead_us": device.forward_overhead_s * 1e6, "layer_overhead_us": device.layer_overhead_s * 1e6,
+            "multi_row_bandwidth": device.multi_row_bandwidth_fraction, "overlap": device.compute_memory_overlap,
+            "draft_round_overhead_us": device.draft_round_overhead_s * 1e6, "rms_error": fit.rms_relative_error, "max_error": fit.max_relative_error}
+
+
+def _calibration_record(result: Calibration) -> dict:
+    link = result.link.link
+    return {"verify_core": _core_record(result.target_fit), "draft_core": _core_record(result.draft_fit),
+            "link_latency_us": link.latency_s * 1e6, "link_bandwidth_gb_s": link.bandwidth_bytes_per_s / 1e9,
+            "link_rms_error": result.link.rms_relative_error, "greedy_p": list(result.greedy_profile.rank_probs[:4]),
+            "sampled_p": list(result.sampled_profile.rank_probs[:4])}
+
+
+@cli.command("calibrate")
+@click.option("--quick", is_flag=True, help="Fewer sizes and repeats (CI).")
+@click.option("--count", type=click.IntRange(1, 32), default=8, show_default=True, help="Calibration prompts traced.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="results/calibration", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+@click.pass_context
+def calibrate_cmd(ctx, quick, count, out_dir, as_json):
+    """Fit the cost model to this machine: a core per stage, the pipe between them, and acceptance."""
+    *_, result, stamp = _calibrate(ctx, quick, count)
+    written = _write_calibration(Path(out_dir), result, stamp)
+    record = {**_calibration_record(result), "written": [str(p) for p in written]}
+    if as_json:
+        emit_json(record)
+        return
+    for key, value in record.items():
+        click.echo(f"{key}: {value}")
+
+
+def _anchors(ctx) -> list[dict]:
+    catalog = catalog_of(ctx)
+    rows = decode_anchors(catalog.model("llama-2-7b"), {n: catalog.device(n) for n in ("a100-80gb", "rtx-4090", "a10")})
+    rows.append(sequoia_anchor(catalog.model("llama-2-7b"), catalog.model("llama-68m"), catalog.device("a100-80gb"),
+                               catalog.acceptance("pair:llama-2-7b/llama-160m")))
+    p = PRESETS["dfvg-paper"]
+    setup = _setup(ctx, "qwen3-8b", "qwen3-0.6b", p["gpu"], p["fpga"], p["cpu"], None, p["fpga_link"], p["cpu_link"],
+                   p["gpu_link"], None, p["batch"], p["context"], p["target_dtype"], p["draft_dtype"])
+    rows.append(dfvg_anchor(compare_scenarios(setup, 4000)["dfvg"].speedup_vs_ar))
+    return rows
+
+
+@cli.command("validate")
+@click.option("--quick", is_flag=True, help="AR and chains 2 and 4 on 3 prompts (CI, under 3 minutes).")
+@click.option("--count", type=click.IntRange(1, 32), help="Held-out prompts [default: 8, --quick 3].")
+@click.option("--anchors", "with_anchors", is_flag=True, help="Also predictions against published measurements.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="results/validation", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+@click.pass_context
+def validate_cmd(ctx, quick, count, with_anchors, out_dir, as_json):
+    """Calibrate, then run the reference decoder on held-out prompts and compare with the model's
+    predictions; exit code 1 when the error budget is broken."""
+    count = count or (3 if quick else 8)
+    target, draft, text, specs, calibration, stamp = _calibrate(ctx, quick, 3 if quick else 8)
+    out = Path(out_dir)
+    written = _write_calibration(out / "calibration", calibration, stamp)
+    prompts = _prompts(ctx, text, "held-out", count)
+    context = int(sum(len(p) for p in prompts) / len(prompts) + NEW_TOKENS / 2)
+    parts = Parts(specs["target"], specs["draft"], calibration.target_fit.device, calibration.draft_fit.device,
+                  calibration.link.link, calibration.greedy_profile, calibration.sampled_profile, context)
+    rows, window = validate(target, draft, parts, cases(quick), prompts, calibration, stamp)
+    result = summary(rows)
+    written += write_records(out / "validation.csv", rows)
+    written.append(write_markdown_table(out / "validation.md", rows, TABLE, f"Validation, {stamp}"))
+    written.append(write_plot(out / "validation.png",
+                              lambda tmp: plot_validation(rows, tmp, "dfvg-dse validate: predicted vs measured")))
+    anchors = _anchors(ctx) if with_anchors else []
+    if anchors:
+        written += write_records(out / "anchors.csv", anchors)
+    document = {"configs": rows, **result, "calibration": _calibration_record(calibration),
+                "window": {"verify_core": _core_record(window[0]), "draft_core": _core_record(window[1])},
+                "anchors": anchors,
+                "written": [str(p) for p in written]}
+    if as_json:
+        emit_json(document)
+    else:
+        emit_table([[r["config"], f"{r['measured_tokens_per_round']:.3f}", f"{r['predicted_tokens_per_round']:.3f}",
+                     f"{r['error_tokens_per_round']:+.1%}", f"{r['measured_tokens_per_s']:.0f}",
+                     f"{r['predicted_tokens_per_s']:.0f}", f"{r['error_tokens_per_s']:+.1%}"] for r in rows],
+                   ["config", "tok/round", "predicted", "error", "tok/s", "predicted", "error"])
+        for row in anchors:
+            click.echo(f"{row['anchor']}: predicted {row['predicted']:.2f} {row['quantity']}, published "
+                       f"{row['published']:.2f} ({row['error']:+.1%}, tolerance {row['tolerance']:.0%})")
+        click.echo(f"tokens/s MAPE {result['mape_tokens_per_s']:.1%} (budget {result['tokens_per_s_mape_budget']:.0%}); "
+                   f"worst tokens/round error {result['max_error_tokens_per_round']:.1%} "
+                   f"(budget {result['tokens_per_round_budget']:.0%}): {'passed' if result['passed'] else 'FAILED'}")
+    if not result["passed"]:
+        ctx.exit(1)
+
+

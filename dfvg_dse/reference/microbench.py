@@ -1,0 +1,70 @@
+"""Microbenchmarks of this machine for issue 7's calibration: the one-way time of the pipe between
+two pinned processes and the nominal peak of a core. Stage times come from real decoding in the
+stage processes (traces and autoregressive step times). Measurement only: fitting them to the
+cost model is the analytical side's job."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import statistics
+import time
+
+
+
+def _echo(conn, cpu) -> None:
+    if cpu is not None:
+        os.sched_setaffinity(0, {cpu})
+    while True:
+        while not conn.poll(0):
+            pass
+        data = conn.recv_bytes()
+        if not data:
+            return
+        conn.send_bytes(data)
+
+
+def pipe_times(sizes, count: int) -> list[dict]:
+    """Median one-way seconds (round trip / 2) of messages of each size between two pinned,
+    spinning processes: the floor of every emulated link. Records: bytes, seconds, count."""
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    context = multiprocessing.get_context("spawn")
+    mine, theirs = context.Pipe()
+    echo = context.Process(target=_echo, args=(theirs, cpus[1] if len(cpus) > 1 else None), daemon=True)
+    echo.start()
+    records = []
+    try:
+        for size in sizes:
+            payload = b"x" * size
+            times = []
+            for _ in range(count):
+                start = time.perf_counter()
+                mine.send_bytes(payload)
+                while not mine.poll(0):
+                    pass
+                mine.recv_bytes()
+                times.append((time.perf_counter() - start) / 2)
+            records.append({"bytes": size, "seconds": statistics.median(times), "count": count})
+    finally:
+        mine.send_bytes(b"")
+        echo.join(timeout=5)
+        if echo.is_alive():
+            echo.kill()
+    return records
+
+
+def core_peak_fp32_flops_per_s() -> tuple[float, float, str]:
+    """Nominal fp32 peak of one core from /proc/cpuinfo (clock x SIMD lanes x 2 pipes x 2 flop
+    per FMA), its clock, and how it was derived; 2 GHz AVX2 when the file is unreadable."""
+    try:
+        text = open("/proc/cpuinfo").read()
+    except OSError:
+        return 64e9, 2e9, "assumed 2 GHz x 8 lanes x 2 pipes x 2 flop (no /proc/cpuinfo)"
+    mhz = [float(line.split(":")[1]) for line in text.splitlines() if line.startswith("cpu MHz")]
+    flags = next((line.split(":")[1].split() for line in text.splitlines() if line.startswith("flags")), [])
+    lanes = 16 if "avx512f" in flags else 8 if "avx2" in flags else 4
+    fma = "fma" in flags or "avx512f" in flags
+    clock = max(mhz) * 1e6 if mhz else 2e9
+    peak = clock * lanes * 2 * (2 if fma else 1)  # two vector pipes; an FMA is two flops
+    return peak, clock, (f"/proc/cpuinfo: {clock / 1e9:.2f} GHz x {lanes} fp32 lanes x 2 pipes"
+                  f"{' x 2 flop per FMA' if fma else ''} = {peak / 1e9:.1f} GFLOP/s per core")

@@ -1,0 +1,1 @@
+"""Calibration and validation (issue 7): the analytical model against the running reference decoder."""

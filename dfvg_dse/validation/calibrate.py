@@ -1,0 +1,150 @@
+"""Calibration (issue 7): measured forward times of the reference engine and pipe times fitted to
+the cost model's own parameters, with scipy; acceptance from reference traces.
+
+A core of this machine becomes a `cpu` DeviceSpec whose fp32 peak is the nominal one and whose
+achieved compute fraction, memory bandwidth, per-forward and per-layer overheads, multi-row
+bandwidth fraction and compute/memory overlap are fitted by least squares on relative error to
+the stage times of real decoding on that core: the verify core from the target's autoregressive
+steps and tree verifications, the draft core from the drafter's rounds (so its overheads hold the
+reference drafter's own per-level work: softmax, argsort, the catch-up of accepted tokens). The pipe becomes a one-hop `link` whose latency and bandwidth are a straight-line fit
+of one-way time against bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import least_squares
+from scipy.stats import linregress
+
+from dfvg_dse.acceptance.calibrate import check_round, fit_profile
+from dfvg_dse.costs.processor import processor_forward_cost
+from dfvg_dse.costs.stages import tree_draft_time_s
+from dfvg_dse.specs import DeviceSpec, LinkSpec, MemoryTier, ModelSpec
+
+# name, lower bound, upper bound, start
+CORE_PARAMETERS = (("eta_compute", 1e-4, 1.0, 0.2), ("bandwidth_bytes_per_s", 1e8, 1e12, 2e10),
+                   ("forward_overhead_s", 0.0, 1e-2, 1e-4), ("layer_overhead_s", 0.0, 1e-3, 5e-5),
+                   ("multi_row_bandwidth_fraction", 0.05, 1.0, 0.7), ("compute_memory_overlap", 0.0, 1.0, 0.5),
+                   ("draft_round_overhead_s", 0.0, 1e-2, 5e-5))  # the last only for a draft core
+CORE_MEMORY_BYTES = 2 ** 30  # a core's share of memory is not what limits a tiny model: 1 GiB stated
+CORE_POWER_W = 10.0  # assumption, not measured: energy is not validated on this machine
+
+
+@dataclass(frozen=True)
+class CoreFit:
+    device: DeviceSpec
+    residuals: tuple[dict, ...]  # model, tokens, context, measured_s, predicted_s, relative_error
+    rms_relative_error: float
+    max_relative_error: float
+
+
+@dataclass(frozen=True)
+class LinkFit:
+    link: LinkSpec
+    residuals: tuple[dict, ...]  # bytes, measured_s, predicted_s, relative_error
+    rms_relative_error: float
+
+
+def core_device(name: str, peak_flops_per_s: float, values: dict, source: str) -> DeviceSpec:
+    """One core as a cpu DeviceSpec with the given fitted values (CORE_PARAMETERS names)."""
+    return DeviceSpec(name=name, kind="cpu", peak_flops_per_s=(("fp32", peak_flops_per_s),),
+                      memory=(MemoryTier("ddr", CORE_MEMORY_BYTES, values["bandwidth_bytes_per_s"], 1.0),),
+                      eta_compute=values["eta_compute"], layer_overhead_s=values["layer_overhead_s"],
+                      forward_overhead_s=values["forward_overhead_s"], tdp_w=CORE_POWER_W,
+                      decode_power_w=CORE_POWER_W, idle_power_w=0.0, cores=1, source=source,
+                      compute_memory_overlap=values["compute_memory_overlap"],
+                      multi_row_bandwidth_fraction=values["multi_row_bandwidth_fraction"],
+                      draft_round_overhead_s=values.get("draft_round_overhead_s", 0.0))
+
+
+def stage_records(runs: list, prompt_lengths: list[int]) -> list[dict]:
+    """Timed stage operations of real decoding runs (stages.RunResult with traces), grouped by
+    shape and context (in steps of 64 tokens), medians: target forwards of n tokens (autoregressive
+    steps, tree verifications) and draft rounds (their level widths). Records: model, tokens or
+    widths, context, seconds, count."""
+    groups: dict[tuple, list[float]] = {}
+    for run, length in zip(runs, prompt_lengths):
+        for step, seconds in enumerate(run.step_s):
+            groups.setdefault(("target", 1, (length + step) // 64 * 64 + 32), []).append(seconds)
+        position = length
+        for record in run.trace:
+            parents = record["parents"]
+            depth = [0] * len(parents)
+            for i in range(1, len(parents)):
+                depth[i] = depth[parents[i]] + 1
+            bucket = position // 64 * 64 + 32
+            groups.setdefault(("target", len(parents), bucket), []).append(record["verify_end_s"] - record["verify_start_s"])
+            widths = tuple(int(w) for w in np.bincount(depth)[1:])
+            if widths:
+                groups.setdefault(("draft", widths, bucket), []).append(record["draft_end_s"] - record["draft_start_s"])
+            position += len(record["accepted"])
+    out = []
+    for (model, shape, context), values in sorted(groups.items(), key=str):
+        key = "widths" if model == "draft" else "tokens"
+        out.append({"model": model, key: shape, "context": context, "seconds": float(np.median(values)),
+                    "count": len(values)})
+    return out
+
+
+def _predict(device: DeviceSpec, spec: ModelSpec, records: list[dict]) -> np.ndarray:
+    out = np.empty(len(records))
+    forwards = [i for i, r in enumerate(records) if "tokens" in r]
+    if forwards:
+        n = np.array([records[i]["tokens"] for i in forwards], dtype=float)
+        c = np.array([records[i]["context"] for i in forwards], dtype=float)
+        out[forwards] = processor_forward_cost(spec, device, n, c).time_s
+    for i, record in enumerate(records):
+        if "widths" in record:
+            out[i] = float(tree_draft_time_s(spec, device, record["widths"], record["context"])[0])
+    return out
+
+
+def fit_core(records: list[dict], spec: ModelSpec, peak_flops_per_s: float, name: str, source: str) -> CoreFit:
+    """Fit CORE_PARAMETERS to one model's stage records, least squares on relative error weighted
+    by how many operations each median stands for."""
+    measured = np.array([r["seconds"] for r in records])
+    weight = np.sqrt(np.array([r.get("count", 1) for r in records], dtype=float))
+    drafting = any("widths" in r for r in records)
+    parameters = CORE_PARAMETERS if drafting else CORE_PARAMETERS[:-1]
+    names = [p[0] for p in parameters]
+
+    def residual(x):
+        device = core_device(name, peak_flops_per_s, dict(zip(names, x)), source)
+        return weight * (_predict(device, spec, records) / measured - 1.0)
+
+    lower, upper, start = (np.array([p[i] for p in parameters]) for i in (1, 2, 3))
+    scale = np.where(start > 0, start, 1.0)
+    solution = least_squares(lambda z: residual(z * scale), start / scale, bounds=(lower / scale, upper / scale))
+    values = dict(zip(names, solution.x * scale))
+    device = core_device(name, peak_flops_per_s, values, source)
+    predicted = _predict(device, spec, records)
+    errors = predicted / measured - 1.0
+    rows = tuple({**{k: (list(v) if isinstance(v, tuple) else v) for k, v in r.items() if k != "seconds"},
+                  "measured_s": float(m), "predicted_s": float(p), "relative_error": float(e)}
+                 for r, m, p, e in zip(records, measured, predicted, errors))
+    return CoreFit(device, rows, float(np.sqrt(np.average(errors ** 2, weights=weight ** 2))),
+                   float(np.max(np.abs(errors))))
+
+
+def fit_link(records: list[dict], name: str, source: str) -> LinkFit:
+    """One-way seconds = latency + bytes / bandwidth, least squares over the measured sizes."""
+    size = np.array([r["bytes"] for r in records], dtype=float)
+    seconds = np.array([r["seconds"] for r in records])
+    line = linregress(size, seconds)
+    latency = max(float(line.intercept), 0.0)
+    bandwidth = 1.0 / max(float(line.slope), 1e-15)
+    link = LinkSpec(name=name, link_type="local", path="peer-to-peer", bandwidth_bytes_per_s=bandwidth, efficiency=1.0,
+                    latency_s=latency, hops=1, software_overhead_s=0.0, energy_j_per_bit=0.0, source=source)
+    predicted = latency + size / bandwidth
+    errors = predicted / seconds - 1.0
+    rows = tuple({"bytes": int(b), "measured_s": float(m), "predicted_s": float(p), "relative_error": float(e)}
+                 for b, m, p, e in zip(size, seconds, predicted, errors))
+    return LinkFit(link, rows, float(np.sqrt(np.mean(errors ** 2))))
+
+
+def fit_acceptance(trace: list[dict], name: str, source: str):
+    """An acceptance profile (rank vector, depth x rank, confidence model) from reference traces."""
+    rounds = [check_round(record, line) for line, record in enumerate(trace, 1)]
+    return fit_profile(rounds, name, source, bootstrap=200)

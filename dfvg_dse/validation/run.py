@@ -1,0 +1,116 @@
+"""Calibration and validation runs on this machine (issue 7): real decoding in the stage processes,
+then the fits (calibrate.py) and the comparison (compare.py).
+
+Calibration decodes with its own configurations — autoregressive (every step timed), chain:1,
+chain:6 and kary:3x2 greedy, chain:4 sampled — whose stage times fit each core and whose traces fit
+the acceptance profiles. Validation decodes other configurations on other prompts. This machine's
+speed drifts by tens of percent over minutes, so validation repeats the calibration runs on each
+of its prompts, interleaved with the compared runs, and predicts from that in-window fit; the
+prediction from the earlier calibration (the other prompt half) is reported beside it."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from dfvg_dse.reference import Model, Sampling
+from dfvg_dse.reference.microbench import core_peak_fp32_flops_per_s, pipe_times
+from dfvg_dse.reference.stages import Job, RunResult, TwoStageRuntime
+from dfvg_dse.specs import AcceptanceProfile, DeviceSpec, ModelSpec
+from dfvg_dse.specs.decoding import TreeSpec
+from dfvg_dse.tree import parse_tree_spec
+from dfvg_dse.validation.calibrate import CoreFit, LinkFit, fit_acceptance, fit_core, fit_link, stage_records
+from dfvg_dse.validation.compare import (SAMPLED_TEMPERATURE, Case, Parts, compare, drafting_rule, predict,
+                                         summarise_runs)
+
+NEW_TOKENS = 128
+CALIBRATION_TREES = ("chain:1", "chain:3", "chain:6", "kary:3x2")  # verify 2, 4, 7, 13 tokens; depth, ranks
+
+
+@dataclass(frozen=True)
+class Calibration:
+    target_fit: CoreFit  # the verify core
+    draft_fit: CoreFit  # the draft core, with the reference drafter's own per-level work
+    link: LinkFit
+    greedy_profile: AcceptanceProfile
+    sampled_profile: AcceptanceProfile
+    peak_flops_per_s: float
+    clock_hz: float
+    peak_source: str
+
+
+def _rule(tree_spec: str):
+    tree = parse_tree_spec(tree_spec)
+    return tuple(tree.parents), tuple(tree.ranks)
+
+
+def calibration_jobs(prompt: tuple[int, ...], seed: int) -> dict[str, Job]:
+    jobs = {"ar": Job(prompt, NEW_TOKENS)}
+    jobs.update({spec: Job(prompt, NEW_TOKENS, _rule(spec), trace=True) for spec in CALIBRATION_TREES})
+    jobs["sampled"] = Job(prompt, NEW_TOKENS, _rule("chain:4"), Sampling(SAMPLED_TEMPERATURE), seed=seed, trace=True)
+    return jobs
+
+
+def fit_runs(runs: dict[str, list[RunResult]], lengths: list[int], specs: dict[str, ModelSpec], peak: float,
+             source: str) -> tuple[CoreFit, CoreFit, AcceptanceProfile, AcceptanceProfile]:
+    """Both cores and both profiles from calibration runs (name -> one RunResult per prompt)."""
+    greedy = [r for spec in CALIBRATION_TREES for r in runs[spec]]
+    records = stage_records(runs["ar"] + greedy, lengths * (1 + len(CALIBRATION_TREES)))
+    target = fit_core([r for r in records if r["model"] == "target"], specs["target"], peak, "local-core-0", source)
+    draft = fit_core([r for r in records if r["model"] == "draft"], specs["draft"], peak, "local-core-1", source)
+    traces = [record for r in greedy for record in r.trace]
+    sampled = [record for r in runs["sampled"] for record in r.trace]
+    return (target, draft, fit_acceptance(traces, "reference/greedy", source).profile,
+            fit_acceptance(sampled, f"reference/T{SAMPLED_TEMPERATURE:g}", source).profile)
+
+
+def calibrate(target: Model, draft: Model, specs: dict[str, ModelSpec], prompts: list[tuple[int, ...]], quick: bool,
+              stamp: str) -> Calibration:
+    """Decode the calibration configurations on `prompts`, time the pipe, fit everything."""
+    runs: dict[str, list[RunResult]] = {}
+    with TwoStageRuntime(target, draft) as runtime:
+        for index, prompt in enumerate(prompts):
+            for name, job in calibration_jobs(prompt, index).items():
+                runs.setdefault(name, []).append(runtime.run(job))
+    pipes = pipe_times((16, 256, 4096, 65536), 200 if quick else 1000)
+    peak, clock, peak_source = core_peak_fp32_flops_per_s()
+    source = f"dfvg-dse calibrate {stamp}, {len(prompts)} calibration prompts"
+    fits = fit_runs(runs, [len(p) for p in prompts], specs, peak, source)
+    return Calibration(*fits[:2], fit_link(pipes, "local-pipe", source), *fits[2:], peak, clock, peak_source)
+
+
+def validate(target: Model, draft: Model, parts: Parts, cases: list[Case], prompts: list[tuple[int, ...]],
+             calibration: Calibration, stamp: str) -> tuple[list[dict], tuple[CoreFit, CoreFit]]:
+    """Per prompt, the calibration runs and every case, interleaved; then the comparison with the
+    in-window prediction (and the calibration's, in `*_calibration_half` columns)."""
+    runs: dict[str, list] = {case.name: [] for case in cases}
+    window: dict[str, list[RunResult]] = {}
+    with TwoStageRuntime(target, draft) as runtime:
+        for index, prompt in enumerate(prompts):
+            for name, job in calibration_jobs(prompt, 1000 + index).items():
+                window.setdefault(name, []).append(runtime.run(job))
+            for case in cases:
+                rule = drafting_rule(case, parts.greedy_profile)
+                if isinstance(rule, TreeSpec):
+                    rule = (tuple(rule.parents), tuple(rule.ranks))
+                runs[case.name].append(runtime.run(Job(prompt, NEW_TOKENS, rule, Sampling(case.temperature),
+                                                       seed=index, schedule=case.schedule, trace=True)))
+    target_fit, draft_fit, greedy, sampled = fit_runs(
+        window, [len(p) for p in prompts], {"target": parts.target, "draft": parts.draft}, calibration.peak_flops_per_s,
+        f"calibration runs interleaved with the validation runs, {stamp}")
+    in_window = dataclasses.replace(parts, verify_device=target_fit.device, draft_device=draft_fit.device,
+                                    greedy_profile=greedy, sampled_profile=sampled)
+    rows = []
+    for case in cases:
+        row = compare(case, predict(case, in_window), summarise_runs(runs[case.name]))
+        other = predict(case, parts)
+        row["predicted_tokens_per_round_calibration_half"] = other["tokens_per_round"]
+        row["error_tokens_per_round_calibration_half"] = other["tokens_per_round"] / row["measured_tokens_per_round"] - 1
+        row["predicted_tokens_per_s_calibration_half"] = other["tokens_per_s"]
+        row["error_tokens_per_s_calibration_half"] = other["tokens_per_s"] / row["measured_tokens_per_s"] - 1
+        rows.append(row)
+    return rows, (target_fit, draft_fit)
+
+
+def devices(calibration: Calibration) -> tuple[DeviceSpec, DeviceSpec]:
+    return calibration.target_fit.device, calibration.draft_fit.device

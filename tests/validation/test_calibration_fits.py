@@ -1,0 +1,111 @@
+"""Calibration fits recover known parameters; the cost-model terms calibration added behave as
+defined and leave every shipped device unchanged; calibrated hwdb entries read back."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from dfvg_dse.catalog import Catalog
+from dfvg_dse.catalog.hwdocs import core_document, link_document
+from dfvg_dse.catalog.lookup import write_toml_atomic
+from dfvg_dse.costs.processor import processor_forward_cost
+from dfvg_dse.costs.stages import tree_draft_time_s
+from dfvg_dse.reference.stages import RunResult
+from dfvg_dse.specs import ModelSpec
+from dfvg_dse.validation.calibrate import core_device, fit_core, fit_link, stage_records
+
+TARGET = ModelSpec(name="t", family="llama", n_layers=4, d_model=256, n_heads=4, n_kv_heads=4, head_dim=64, d_ffn=688,
+                   vocab_size=256, max_positions=1024, tied_embeddings=True, weight_dtype="float32",
+                   kv_dtype="float32")
+DRAFT = dataclasses.replace(TARGET, name="d", n_layers=1, d_model=128, n_heads=2, n_kv_heads=2, d_ffn=344)
+PEAK = 166e9
+TRUE = {"eta_compute": 0.3, "bandwidth_bytes_per_s": 2.5e10, "forward_overhead_s": 6e-5, "layer_overhead_s": 4e-5,
+        "multi_row_bandwidth_fraction": 0.55, "compute_memory_overlap": 0.2}
+
+
+def test_fit_recovers_the_parameters_that_made_the_times():
+    device = core_device("truth", PEAK, TRUE, "test")
+    records = [{"model": "target", "tokens": n, "context": c,
+                "seconds": float(processor_forward_cost(TARGET, device, n, c).time_s)}
+               for n in (1, 2, 3, 4, 6, 8, 12, 16, 32, 64) for c in (32, 256)]
+    fit = fit_core(records, TARGET, PEAK, "fitted", "test")
+    assert fit.rms_relative_error < 1e-3
+    for name in ("eta_compute", "bandwidth_bytes_per_s", "multi_row_bandwidth_fraction"):
+        field = "memory" if name == "bandwidth_bytes_per_s" else name
+        got = fit.device.main_memory.bandwidth_bytes_per_s if field == "memory" else getattr(fit.device, name)
+        assert got == pytest.approx(TRUE[name], rel=0.05)
+
+
+def test_draft_fit_separates_the_round_overhead_from_the_levels():
+    device = core_device("truth", PEAK, {**TRUE, "draft_round_overhead_s": 1.5e-4}, "test")
+    shapes = [(1,), (1, 1, 1), (1,) * 6, (3, 9), (2, 4, 8)]
+    records = [{"model": "draft", "widths": w, "context": c,
+                "seconds": float(tree_draft_time_s(DRAFT, device, w, c)[0])} for w in shapes for c in (64, 192)]
+    fit = fit_core(records, DRAFT, PEAK, "fitted", "test")
+    assert fit.rms_relative_error < 0.02
+    assert fit.device.draft_round_overhead_s == pytest.approx(1.5e-4, rel=0.2)
+
+
+def test_link_fit_is_the_straight_line_through_the_points():
+    records = [{"bytes": b, "seconds": 8e-6 + b / 3e9} for b in (16, 256, 4096, 65536)]
+    fit = fit_link(records, "pipe", "test")
+    assert fit.link.latency_s == pytest.approx(8e-6) and fit.link.bandwidth_bytes_per_s == pytest.approx(3e9)
+    assert fit.rms_relative_error < 1e-9
+
+
+def test_calibrated_terms_do_what_they_say():
+    base = core_device("x", PEAK, {**TRUE, "multi_row_bandwidth_fraction": 1.0, "compute_memory_overlap": 1.0}, "t")
+    roofline = processor_forward_cost(TARGET, base, 4, 100)
+    additive = processor_forward_cost(TARGET, dataclasses.replace(base, compute_memory_overlap=0.0), 4, 100)
+    c, m = float(roofline.compute_time_s), float(roofline.memory_time_s)
+    overhead = base.forward_overhead_s + 4 * base.layer_overhead_s
+    assert float(roofline.time_s) == pytest.approx(max(c, m) + overhead)
+    assert float(additive.time_s) == pytest.approx(c + m + overhead)
+    slow = dataclasses.replace(base, multi_row_bandwidth_fraction=0.5)
+    assert float(processor_forward_cost(TARGET, slow, 1, 100).time_s) == float(processor_forward_cost(TARGET, base, 1, 100).time_s)
+    assert float(processor_forward_cost(TARGET, slow, 2, 100).memory_time_s) == pytest.approx(
+        2 * float(processor_forward_cost(TARGET, base, 2, 100).memory_time_s))
+    per_round = dataclasses.replace(base, draft_round_overhead_s=1e-4)
+    assert float(tree_draft_time_s(DRAFT, per_round, (1, 1, 1), 50)[0]) == pytest.approx(
+        float(tree_draft_time_s(DRAFT, base, (1, 1, 1), 50)[0]) + 1e-4)
+
+
+def test_shipped_devices_keep_the_plain_roofline():
+    catalog = Catalog.open()
+    for entry in catalog.hw_entries("gpu") + catalog.hw_entries("cpu") + catalog.hw_entries("fpga"):
+        spec = entry.spec
+        assert spec.compute_memory_overlap == 1.0 and spec.multi_row_bandwidth_fraction == 1.0
+        assert spec.draft_round_overhead_s == 0.0
+
+
+def test_stage_records_group_real_runs_by_shape():
+    trace = [{"parents": [-1, 0, 1], "accepted": [0, 1], "draft_start_s": 0.0, "draft_end_s": 2e-4,
+              "verify_start_s": 3e-4, "verify_end_s": 1.3e-3},
+             {"parents": [-1, 0, 1], "accepted": [0], "draft_start_s": 2e-3, "draft_end_s": 2.4e-3,
+              "verify_start_s": 2.5e-3, "verify_end_s": 3.5e-3}]
+    runs = [RunResult([1] * 4, 0.01, trace=trace), RunResult([1] * 3, 0.01, step_s=[5e-4, 7e-4])]
+    records = stage_records(runs, [10, 10])
+    verify = [r for r in records if r["model"] == "target" and r["tokens"] == 3]
+    assert verify == [{"model": "target", "tokens": 3, "context": 32, "seconds": pytest.approx(1e-3), "count": 2}]
+    draft = [r for r in records if r["model"] == "draft"]
+    assert draft[0]["widths"] == (1, 1) and draft[0]["seconds"] == pytest.approx(3e-4) and draft[0]["count"] == 2
+    steps = [r for r in records if r["model"] == "target" and r["tokens"] == 1]
+    assert steps[0]["seconds"] == pytest.approx(6e-4) and steps[0]["count"] == 2
+
+
+def test_calibrated_entries_read_back_through_the_catalog(tmp_path):
+    device = dataclasses.replace(core_device("local-core-0", PEAK, {**TRUE, "draft_round_overhead_s": 2e-5}, "t"))
+    write_toml_atomic(tmp_path / "cpu" / "local-core-0.toml", core_document(device, 2.6e9, "cpuinfo", "fit", "host"))
+    fit = fit_link([{"bytes": b, "seconds": 8e-6 + b / 3e9} for b in (16, 4096)], "local-pipe", "t")
+    write_toml_atomic(tmp_path / "link" / "local-pipe.toml", link_document(fit.link, "fit"))
+    catalog = Catalog.open(hwdb_dir=tmp_path)
+    back = catalog.device("local-core-0")
+    for name in ("eta_compute", "forward_overhead_s", "layer_overhead_s", "compute_memory_overlap",
+                 "multi_row_bandwidth_fraction", "draft_round_overhead_s"):
+        assert getattr(back, name) == pytest.approx(getattr(device, name))
+    assert back.peak_for("fp32") == pytest.approx(PEAK)
+    assert back.main_memory.achieved_bandwidth_bytes_per_s == pytest.approx(TRUE["bandwidth_bytes_per_s"])
+    link = catalog.link("local-pipe")
+    assert link.latency_s == pytest.approx(8e-6) and link.bandwidth_bytes_per_s == pytest.approx(3e9)
+    assert np.isclose(link.hops, 1)
