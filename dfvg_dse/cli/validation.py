@@ -79,6 +79,7 @@ def _calibration_record(result: Calibration) -> dict:
     link = result.link.link
     return {"verify_core": _core_record(result.target_fit), "draft_core": _core_record(result.draft_fit),
             "link_latency_us": link.latency_s * 1e6, "link_bandwidth_gb_s": link.bandwidth_bytes_per_s / 1e9,
+            "link_message_overhead_us": link.software_overhead_s * 1e6,
             "link_rms_error": result.link.rms_relative_error, "greedy_p": list(result.greedy_profile.rank_probs[:4]),
             "sampled_p": list(result.sampled_profile.rank_probs[:4])}
 

@@ -40,7 +40,16 @@ VERIFICATIONS = ("sequoia", "specinfer")
 TOKEN_RECORD = np.dtype([("token", "<i4"), ("parent", "<i4"), ("confidence", "<f4"), ("rank", "<i2"),
                          ("flags", "<u2")])
 TOKEN_RECORD_BYTES = TOKEN_RECORD.itemsize
-PROBABILITY_BYTES = 4  # a draft distribution travels as float32 per vocabulary entry (sampling only)
+# A draft distribution travels as float16 per vocabulary entry (sampling only; DFVG's and the cost
+# model's convention). The drafter samples from the float16-rounded q itself, renormalised, so the
+# verifier's q is exactly the one the samples came from and verification stays lossless.
+PROBABILITY_BYTES = 2
+
+
+def wire_distribution(q: np.ndarray) -> np.ndarray:
+    """q as the link carries it: rounded to float16, renormalised in float64."""
+    rounded = np.asarray(q, dtype=np.float16).astype(np.float64)
+    return rounded / rounded.sum()
 
 
 class Model:
@@ -252,7 +261,7 @@ class Drafter:
                     for child in kids[node]:
                         tokens[child] = int(order[ranks[child]])
                 else:  # children are samples from q, in the order they were drawn
-                    q = distribution(rows[node], self.sampling)
+                    q = wire_distribution(distribution(rows[node], self.sampling))
                     dists[node] = q
                     left = q.copy()
                     for child in kids[node]:

@@ -39,7 +39,7 @@ from multiprocessing.connection import Connection, wait
 import numpy as np
 
 from dfvg_dse.reference.speculative import (GREEDY, TOKEN_RECORD, DraftTree, Drafter, Model, Sampling, Verdict,
-                                            Verifier, trace_record)
+                                            Verifier, trace_record, wire_distribution)
 from dfvg_dse.reference.tiny_lm import PackedWeights, ReferenceConfig
 from dfvg_dse.specs.hardware import LinkSpec
 
@@ -126,7 +126,7 @@ def _pack(kind: int, records: np.ndarray, sampled: bool = False, dists: dict | N
     vocab = len(dists[nodes[0]]) if nodes else 0
     head = _HEADER.pack(kind, len(records), len(nodes), vocab, float(sampled), t0, t1, time.perf_counter())
     return b"".join([head, records.tobytes(), np.asarray(nodes, dtype="<i4").tobytes(),
-                     *(np.asarray(dists[n], dtype="<f4").tobytes() for n in nodes)])
+                     *(np.asarray(dists[n], dtype="<f2").tobytes() for n in nodes)])
 
 
 def _unpack(data: bytes):
@@ -134,8 +134,8 @@ def _unpack(data: bytes):
     records = np.frombuffer(data, dtype=TOKEN_RECORD, count=n, offset=_HEADER.size)
     offset = _HEADER.size + records.nbytes
     nodes = np.frombuffer(data, dtype="<i4", count=n_dists, offset=offset)
-    dists = np.frombuffer(data, dtype="<f4", count=n_dists * vocab, offset=offset + nodes.nbytes)
-    return kind, records, dict(zip(nodes.tolist(), dists.reshape(n_dists, vocab).astype(np.float64))), \
+    dists = np.frombuffer(data, dtype="<f2", count=n_dists * vocab, offset=offset + nodes.nbytes)
+    return kind, records, dict(zip(nodes.tolist(), (wire_distribution(d) for d in dists.reshape(n_dists, vocab)))), \
         bool(sampled), t0, t1, sent
 
 

@@ -61,7 +61,8 @@ def core_device(name: str, peak_flops_per_s: float, values: dict, source: str) -
 
 def stage_records(runs: list, prompt_lengths: list[int]) -> list[dict]:
     """Timed stage operations of real decoding runs (stages.RunResult with traces), grouped by
-    shape and context (in steps of 64 tokens), medians: target forwards of n tokens (autoregressive
+    shape and context (in steps of 64 tokens), means (throughput is total time over tokens, so the
+    occasional slow forward counts; medians ran 10-25% under the means here): target forwards of n tokens (autoregressive
     steps, tree verifications) and draft rounds (their level widths). Records: model, tokens or
     widths, context, seconds, count."""
     groups: dict[tuple, list[float]] = {}
@@ -83,7 +84,7 @@ def stage_records(runs: list, prompt_lengths: list[int]) -> list[dict]:
     out = []
     for (model, shape, context), values in sorted(groups.items(), key=str):
         key = "widths" if model == "draft" else "tokens"
-        out.append({"model": model, key: shape, "context": context, "seconds": float(np.median(values)),
+        out.append({"model": model, key: shape, "context": context, "seconds": float(np.mean(values)),
                     "count": len(values)})
     return out
 
@@ -142,6 +143,19 @@ def fit_link(records: list[dict], name: str, source: str) -> LinkFit:
     rows = tuple({"bytes": int(b), "measured_s": float(m), "predicted_s": float(p), "relative_error": float(e)}
                  for b, m, p, e in zip(size, seconds, predicted, errors))
     return LinkFit(link, rows, float(np.sqrt(np.mean(errors ** 2))))
+
+
+def message_seconds(runs: list) -> float:
+    """Mean time a message takes between the stages in sequential runs, from the traces: tree
+    sent (draft end) to verification start, and verdict (verification end) to the next draft start.
+    It holds encoding, the pipe, waking and decoding: the link's per-message software overhead
+    once the pipe's own latency is taken off."""
+    gaps = []
+    for run in runs:
+        trace = run.trace
+        gaps += [r["verify_start_s"] - r["draft_end_s"] for r in trace]
+        gaps += [b["draft_start_s"] - a["verify_end_s"] for a, b in zip(trace, trace[1:])]
+    return float(np.mean(gaps)) if gaps else 0.0
 
 
 def fit_acceptance(trace: list[dict], name: str, source: str):

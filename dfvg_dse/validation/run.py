@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from dfvg_dse.reference import Model, Sampling
 from dfvg_dse.reference.microbench import core_peak_fp32_flops_per_s, pipe_times
 from dfvg_dse.reference.stages import Job, RunResult, TwoStageRuntime
-from dfvg_dse.specs import AcceptanceProfile, DeviceSpec, ModelSpec
+from dfvg_dse.specs import AcceptanceProfile, DeviceSpec, LinkSpec, ModelSpec
 from dfvg_dse.specs.decoding import TreeSpec
 from dfvg_dse.tree import parse_tree_spec
-from dfvg_dse.validation.calibrate import CoreFit, LinkFit, fit_acceptance, fit_core, fit_link, stage_records
+from dfvg_dse.validation.calibrate import (CoreFit, LinkFit, fit_acceptance, fit_core, fit_link, message_seconds,
+                                           stage_records)
 from dfvg_dse.validation.compare import (SAMPLED_TEMPERATURE, Case, Parts, compare, drafting_rule, predict,
                                          summarise_runs)
 
@@ -51,6 +52,12 @@ def calibration_jobs(prompt: tuple[int, ...], seed: int) -> dict[str, Job]:
     return jobs
 
 
+def with_messages(link: LinkSpec, runs: dict[str, list[RunResult]]) -> LinkSpec:
+    """The pipe plus the per-message software work measured in the calibration runs."""
+    greedy = [r for spec in CALIBRATION_TREES for r in runs[spec]]
+    return dataclasses.replace(link, software_overhead_s=max(0.0, message_seconds(greedy) - link.latency_s))
+
+
 def fit_runs(runs: dict[str, list[RunResult]], lengths: list[int], specs: dict[str, ModelSpec], peak: float,
              source: str) -> tuple[CoreFit, CoreFit, AcceptanceProfile, AcceptanceProfile]:
     """Both cores and both profiles from calibration runs (name -> one RunResult per prompt)."""
@@ -76,7 +83,9 @@ def calibrate(target: Model, draft: Model, specs: dict[str, ModelSpec], prompts:
     peak, clock, peak_source = core_peak_fp32_flops_per_s()
     source = f"dfvg-dse calibrate {stamp}, {len(prompts)} calibration prompts"
     fits = fit_runs(runs, [len(p) for p in prompts], specs, peak, source)
-    return Calibration(*fits[:2], fit_link(pipes, "local-pipe", source), *fits[2:], peak, clock, peak_source)
+    pipe = fit_link(pipes, "local-pipe", source)
+    link = dataclasses.replace(pipe, link=with_messages(pipe.link, runs))
+    return Calibration(*fits[:2], link, *fits[2:], peak, clock, peak_source)
 
 
 def validate(target: Model, draft: Model, parts: Parts, cases: list[Case], prompts: list[tuple[int, ...]],
@@ -99,7 +108,8 @@ def validate(target: Model, draft: Model, parts: Parts, cases: list[Case], promp
         window, [len(p) for p in prompts], {"target": parts.target, "draft": parts.draft}, calibration.peak_flops_per_s,
         f"calibration runs interleaved with the validation runs, {stamp}")
     in_window = dataclasses.replace(parts, verify_device=target_fit.device, draft_device=draft_fit.device,
-                                    greedy_profile=greedy, sampled_profile=sampled)
+                                    greedy_profile=greedy, sampled_profile=sampled,
+                                    link=with_messages(calibration.link.link, window))
     rows = []
     for case in cases:
         row = compare(case, predict(case, in_window), summarise_runs(runs[case.name]))
