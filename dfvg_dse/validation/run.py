@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from dfvg_dse.acceptance.bursty import fit_bursty, simulate_rounds
 from dfvg_dse.reference import Model, Sampling
 from dfvg_dse.reference.microbench import core_peak_fp32_flops_per_s, pipe_times
 from dfvg_dse.reference.stages import Job, RunResult, TwoStageRuntime
@@ -110,9 +111,12 @@ def validate(target: Model, draft: Model, parts: Parts, cases: list[Case], promp
     in_window = dataclasses.replace(parts, verify_device=target_fit.device, draft_device=draft_fit.device,
                                     greedy_profile=greedy, sampled_profile=sampled,
                                     link=with_messages(calibration.link.link, window))
+    bursty = fit_bursty([r.trace for spec in CALIBRATION_TREES for r in window[spec]], "reference/bursty",
+                        f"calibration runs interleaved with the validation runs, {stamp}")
     rows = []
     for case in cases:
         row = compare(case, predict(case, in_window), summarise_runs(runs[case.name]))
+        row.update(bursty_columns(case, bursty, in_window, row["measured_tokens_per_round"]))
         other = predict(case, parts)
         row["predicted_tokens_per_round_calibration_half"] = other["tokens_per_round"]
         row["error_tokens_per_round_calibration_half"] = other["tokens_per_round"] / row["measured_tokens_per_round"] - 1
@@ -120,6 +124,16 @@ def validate(target: Model, draft: Model, parts: Parts, cases: list[Case], promp
         row["error_tokens_per_s_calibration_half"] = other["tokens_per_s"] / row["measured_tokens_per_s"] - 1
         rows.append(row)
     return rows, (target_fit, draft_fit)
+
+
+def bursty_columns(case: Case, bursty, parts: Parts, measured: float) -> dict:
+    """Tokens per round of a greedy static tree under the two-state acceptance model (reported
+    beside the i.i.d.-round prediction; empty for other cases)."""
+    rule = drafting_rule(case, parts.greedy_profile)
+    if case.temperature or not isinstance(rule, TreeSpec):
+        return {"predicted_tokens_per_round_bursty": None, "error_tokens_per_round_bursty": None}
+    tokens, _ = simulate_rounds(rule, bursty)
+    return {"predicted_tokens_per_round_bursty": tokens, "error_tokens_per_round_bursty": tokens / measured - 1}
 
 
 def devices(calibration: Calibration) -> tuple[DeviceSpec, DeviceSpec]:
