@@ -24,6 +24,12 @@ class UserError(click.ClickException):
     exit_code = 2
 
 
+class Interrupted(click.ClickException):
+    """Ctrl-C: one line, the shell's exit code for SIGINT."""
+
+    exit_code = 130
+
+
 class _Group(click.Group):
     """Root group: library errors become UserError, and every usage error prints one line, exit 2."""
 
@@ -32,6 +38,8 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except (CatalogError, InputError) as err:
             raise UserError(str(err)) from None
+        except KeyboardInterrupt:  # caught before click's own handler, which prints a blank line first
+            raise Interrupted("interrupted (Ctrl-C); nothing was left running") from None
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         try:

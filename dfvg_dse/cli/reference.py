@@ -159,7 +159,7 @@ def reference() -> None:
 @click.option("--prompt-ids", help="Prompt token ids: 1,2,3.")
 @click.option("--max-new-tokens", type=click.IntRange(1, 100000), default=32, show_default=True)
 @click.option("--mode", type=click.Choice(["ar", "spec"]), default="spec", show_default=True)
-@click.option("--tree", "tree_spec", default="chain:4", show_default=True, help="Static tree SPEC for --mode spec.")
+@click.option("--tree", "tree_spec", help="Static tree SPEC for --mode spec [default: chain:4 unless --dynamic].")
 @_dynamic_options
 @click.option("--schedule", type=click.Choice(SCHEDULES), default="sequential", show_default=True,
               help="overlap: draft the next tree on the predicted verdict while the target verifies.")
@@ -184,6 +184,9 @@ def reference_generate(ctx, target, draft, prompt, prompt_ids, max_new_tokens, m
         raise InputError(f"{'--prompt-ids' if prompt_ids else '--prompt'}: every token id must be in 0..{vocab - 1}")
     rule = None
     if mode == "spec":
+        if dynamic and tree_spec:
+            raise InputError("give --tree or --dynamic, not both")
+        tree_spec = tree_spec or "chain:4"
         if dynamic:
             rule = _dynamic_rule(dynamic, threshold, gumbel_temperature, k_max, budget, min_depth, max_depth, top_k,
                                  depth, total_tokens)

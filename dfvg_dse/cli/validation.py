@@ -98,8 +98,17 @@ def calibrate_cmd(ctx, quick, count, out_dir, as_json):
     if as_json:
         emit_json(record)
         return
-    for key, value in record.items():
-        click.echo(f"{key}: {value}")
+    rows = [[stage, f"{c['eta_compute']:.3f}", f"{c['bandwidth_gb_s']:.1f}", f"{c['forward_overhead_us']:.1f}",
+             f"{c['layer_overhead_us']:.1f}", f"{c['multi_row_bandwidth']:.3f}", f"{c['overlap']:.2f}",
+             f"{c['draft_round_overhead_us']:.1f}", f"{c['rms_error']:.1%}"]
+            for stage, c in (("verify core", record["verify_core"]), ("draft core", record["draft_core"]))]
+    emit_table(rows, ["stage", "eta_compute", "bandwidth GB/s", "forward us", "layer us", "multi-row bw", "overlap",
+                      "round us", "rms error"])
+    click.echo(f"pipe: {record['link_latency_us']:.1f} us + bytes / {record['link_bandwidth_gb_s']:.2f} GB/s, "
+               f"{record['link_message_overhead_us']:.0f} us of software per message (rms {record['link_rms_error']:.1%})")
+    click.echo(f"acceptance: greedy p = {[round(p, 3) for p in record['greedy_p']]}, "
+               f"T=0.8 p = {[round(p, 3) for p in record['sampled_p']]}")
+    click.echo(f"wrote {', '.join(record['written'])} (use --hwdb-dir {Path(out_dir) / 'hwdb'})")
 
 
 def _anchors(ctx) -> list[dict]:
@@ -159,6 +168,8 @@ def validate_cmd(ctx, quick, count, with_anchors, out_dir, as_json):
         if bursty:
             click.echo("tokens/round under the two-state (bursty) acceptance model: " + ", ".join(
                 f"{r['config']} {r['error_tokens_per_round_bursty']:+.1%}" for r in bursty))
+        click.echo(f"wrote {out}/validation.csv, validation.md, validation.png"
+                   + (", anchors.csv" if anchors else "") + f" and the calibration under {out}/calibration")
         click.echo(f"tokens/s MAPE {result['mape_tokens_per_s']:.1%} (budget {result['tokens_per_s_mape_budget']:.0%}); "
                    f"worst tokens/round error {result['max_error_tokens_per_round']:.1%} "
                    f"(budget {result['tokens_per_round_budget']:.0%}): {'passed' if result['passed'] else 'FAILED'}")

@@ -103,6 +103,8 @@ def test_bad_prompt_set_and_builtin_names_are_one_line(run, tmp_path):
     assert result.exit_code == 2 and "builtin:tiny" in result.stderr
     result = run("reference", "generate", "--prompt", "x", "--prompt-ids", "1")
     assert result.exit_code == 2 and "exactly one" in result.stderr
+    result = run("reference", "generate", "--prompt", "x", "--tree", "chain:3", "--dynamic", "adapt")
+    assert result.exit_code == 2 and "not both" in result.stderr
 
 
 def test_prompt_set_has_both_halves():
