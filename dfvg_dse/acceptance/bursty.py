@@ -115,10 +115,13 @@ def fit_bursty(runs: list[list[dict]], name: str, source: str, ranks: int = 3, s
                          source)
 
 
-def simulate_rounds(tree: TreeSpec, profile: BurstyProfile, rounds: int = 40000, seed: int = 0) -> tuple[float, float]:
+def simulate_rounds(tree: TreeSpec, profile: BurstyProfile, rounds: int = 40000, seed: int = 0,
+                    run_tokens: int | None = None) -> tuple[float, float]:
     """(expected tokens per round, bonus included; overlap hit probability) of a static tree: the
     rank-0 path accepted in full and the bonus the draft's own top choice. Many independent
-    processes run in parallel from the stationary state; the first rounds are discarded."""
+    processes run in parallel from the stationary state, each for many rounds; the first rounds
+    are discarded. With `run_tokens`, a process restarts from the stationary state once it has
+    produced that many tokens, as decoding runs of that length do (the fit assumes the same)."""
     ranks = len(profile.rank_probs[0])
     cumulative = np.cumsum(np.array([list(p) + [1.0 - sum(p)] for p in profile.rank_probs]), axis=1)
     child = np.full((len(tree.parents), ranks + 1), -1)
@@ -131,11 +134,15 @@ def simulate_rounds(tree: TreeSpec, profile: BurstyProfile, rounds: int = 40000,
     for i in range(1, len(tree.parents)):
         rank0[i] = rank0[tree.parents[i]] and tree.ranks[i] == 0
     rng = np.random.default_rng(seed)
-    chains, burn = 2000, 5
+    # Few, long processes: states persist for ~100 positions, and an easy stretch yields fewer,
+    # longer rounds than a hard one, so each process must run through many switches (giving every
+    # process the same short number of rounds would over-weight the easy ones).
+    chains, burn = 100, 50
     per_chain = max(1, rounds // chains) + burn
     state = (rng.random(chains) >= profile.stationary()[0]).astype(int)
     stay = np.asarray(profile.stay)
     tokens_sum = hits = counted = 0
+    produced = np.zeros(chains, dtype=int)
     for round_index in range(per_chain):
         node = np.zeros(chains, dtype=int)
         active = np.ones(chains, dtype=bool)
@@ -158,4 +165,9 @@ def simulate_rounds(tree: TreeSpec, profile: BurstyProfile, rounds: int = 40000,
             tokens_sum += int(tokens.sum())
             hits += int(hit.sum())
             counted += chains
+        if run_tokens:
+            produced += tokens
+            restart = produced >= run_tokens
+            state = np.where(restart, (rng.random(chains) >= profile.stationary()[0]).astype(int), state)
+            produced = np.where(restart, 0, produced)
     return tokens_sum / counted, hits / counted

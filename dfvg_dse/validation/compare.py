@@ -3,9 +3,10 @@ against its measurement — tokens per round, per-stage time, decode tokens/s, l
 the error budget. Pure functions: the runs themselves are made by `validation.run`.
 
 TODO(#7): the tokens-per-round budget (3%) is broken for long chains and trees (chain:8 +34%):
-acceptance is bursty, and the model draws rounds independently from one depth x rank profile.
-Next: a hidden-state (easy/hard) acceptance model fitted on traces by maximum likelihood and
-simulated round by round (docs/validation.md); then make `validate --quick` fail CI on the budget."""
+acceptance is bursty, and these predictions draw rounds independently from one depth x rank
+profile. The two-state model (acceptance/bursty.py, reported beside them) cuts the worst error to
+about 10%; next, feed it into the tokens/s and hit-rate predictions and remove its remaining
+bias, then make `validate --quick` fail CI on the budget."""
 
 from __future__ import annotations
 

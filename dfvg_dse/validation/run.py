@@ -132,7 +132,7 @@ def bursty_columns(case: Case, bursty, parts: Parts, measured: float) -> dict:
     rule = drafting_rule(case, parts.greedy_profile)
     if case.temperature or not isinstance(rule, TreeSpec):
         return {"predicted_tokens_per_round_bursty": None, "error_tokens_per_round_bursty": None}
-    tokens, _ = simulate_rounds(rule, bursty)
+    tokens, _ = simulate_rounds(rule, bursty, run_tokens=NEW_TOKENS)
     return {"predicted_tokens_per_round_bursty": tokens, "error_tokens_per_round_bursty": tokens / measured - 1}
 
 
