@@ -12,25 +12,31 @@ import time
 
 
 
-def _echo(conn, cpu) -> None:
+def _receive(conn, spin: bool) -> bytes:
+    if spin:
+        while not conn.poll(0):
+            pass
+    return conn.recv_bytes()
+
+
+def _echo(conn, cpu, spin: bool) -> None:
     if cpu is not None:
         os.sched_setaffinity(0, {cpu})
     while True:
-        while not conn.poll(0):
-            pass
-        data = conn.recv_bytes()
+        data = _receive(conn, spin)
         if not data:
             return
         conn.send_bytes(data)
 
 
-def pipe_times(sizes, count: int) -> list[dict]:
-    """Median one-way seconds (round trip / 2) of messages of each size between two pinned,
-    spinning processes: the floor of every emulated link. Records: bytes, seconds, count."""
+def pipe_times(sizes, count: int, spin: bool = True) -> list[dict]:
+    """Median one-way seconds (round trip / 2) of messages of each size between two pinned
+    processes that spin for messages (as the stages do) or block: the floor of every emulated
+    link. Records: bytes, seconds, count."""
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     context = multiprocessing.get_context("spawn")
     mine, theirs = context.Pipe()
-    echo = context.Process(target=_echo, args=(theirs, cpus[1] if len(cpus) > 1 else None), daemon=True)
+    echo = context.Process(target=_echo, args=(theirs, cpus[1] if len(cpus) > 1 else None, spin), daemon=True)
     echo.start()
     records = []
     try:
@@ -40,9 +46,7 @@ def pipe_times(sizes, count: int) -> list[dict]:
             for _ in range(count):
                 start = time.perf_counter()
                 mine.send_bytes(payload)
-                while not mine.poll(0):
-                    pass
-                mine.recv_bytes()
+                _receive(mine, spin)
                 times.append((time.perf_counter() - start) / 2)
             records.append({"bytes": size, "seconds": statistics.median(times), "count": count})
     finally:

@@ -30,7 +30,6 @@ import multiprocessing
 import os
 import signal
 import struct
-import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -396,8 +395,3 @@ class TwoStageRuntime:
 
     def __exit__(self, *exc) -> None:
         self.close(force=exc[0] is not None)
-
-
-def interrupted_exit_code() -> int:
-    """The shell's code for a run stopped by Ctrl-C."""
-    return 128 + signal.SIGINT if sys.platform != "win32" else 1

@@ -17,7 +17,7 @@ from dfvg_dse.acceptance.bursty import fit_bursty, simulate_rounds
 from dfvg_dse.reference import Model, Sampling
 from dfvg_dse.reference.microbench import core_peak_fp32_flops_per_s, pipe_times
 from dfvg_dse.reference.stages import Job, RunResult, TwoStageRuntime
-from dfvg_dse.specs import AcceptanceProfile, DeviceSpec, LinkSpec, ModelSpec
+from dfvg_dse.specs import AcceptanceProfile, LinkSpec, ModelSpec
 from dfvg_dse.specs.decoding import TreeSpec
 from dfvg_dse.tree import parse_tree_spec
 from dfvg_dse.validation.calibrate import (CoreFit, LinkFit, fit_acceptance, fit_core, fit_link, message_seconds,
@@ -134,7 +134,3 @@ def bursty_columns(case: Case, bursty, parts: Parts, measured: float) -> dict:
         return {"predicted_tokens_per_round_bursty": None, "error_tokens_per_round_bursty": None}
     tokens, _ = simulate_rounds(rule, bursty, run_tokens=NEW_TOKENS)
     return {"predicted_tokens_per_round_bursty": tokens, "error_tokens_per_round_bursty": tokens / measured - 1}
-
-
-def devices(calibration: Calibration) -> tuple[DeviceSpec, DeviceSpec]:
-    return calibration.target_fit.device, calibration.draft_fit.device
