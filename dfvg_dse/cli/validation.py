@@ -80,7 +80,9 @@ def _calibration_record(result: Calibration) -> dict:
     return {"verify_core": _core_record(result.target_fit), "draft_core": _core_record(result.draft_fit),
             "link_latency_us": link.latency_s * 1e6, "link_bandwidth_gb_s": link.bandwidth_bytes_per_s / 1e9,
             "link_message_overhead_us": link.software_overhead_s * 1e6,
-            "link_rms_error": result.link.rms_relative_error, "greedy_p": list(result.greedy_profile.rank_probs[:4]),
+            "link_rms_error": result.link.rms_relative_error,
+            "sampling_extra_us": {"per_draft_level": result.sampled_extra_s[0] * 1e6,
+                                  "per_verification": result.sampled_extra_s[1] * 1e6}, "greedy_p": list(result.greedy_profile.rank_probs[:4]),
             "sampled_p": list(result.sampled_profile.rank_probs[:4])}
 
 
@@ -140,7 +142,8 @@ def validate_cmd(ctx, quick, count, with_anchors, out_dir, as_json):
     prompts = _prompts(ctx, text, "held-out", count)
     context = int(sum(len(p) for p in prompts) / len(prompts) + NEW_TOKENS / 2)
     parts = Parts(specs["target"], specs["draft"], calibration.target_fit.device, calibration.draft_fit.device,
-                  calibration.link.link, calibration.greedy_profile, calibration.sampled_profile, context)
+                  calibration.link.link, calibration.greedy_profile, calibration.sampled_profile, context,
+                  calibration.sampled_extra_s)
     rows, window = validate(target, draft, parts, cases(quick), prompts, calibration, stamp)
     result = summary(rows)
     written += write_records(out / "validation.csv", rows)

@@ -10,6 +10,7 @@ bias, then make `validate --quick` fail CI on the budget."""
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from dataclasses import dataclass
 
@@ -64,6 +65,8 @@ class Parts:
     greedy_profile: AcceptanceProfile
     sampled_profile: AcceptanceProfile
     context: int
+    # sampling's extra work per drafting level and per verification (s), measured on another tree
+    sampled_extra_s: tuple[float, float] = (0.0, 0.0)
 
 
 def drafting_rule(case: Case, profile: AcceptanceProfile):
@@ -80,7 +83,13 @@ def drafting_rule(case: Case, profile: AcceptanceProfile):
 def decode_config(case: Case, parts: Parts) -> DecodeConfig:
     profile = parts.sampled_profile if case.temperature else parts.greedy_profile
     rule = drafting_rule(case, parts.greedy_profile)
-    common = dict(target=parts.target, system=SystemSpec(parts.draft_device, parts.verify_device, parts.link),
+    draft_device, verify_device = parts.draft_device, parts.verify_device
+    if case.temperature:  # softmax, top-p sort and draws per level; residual walks per verification
+        draft_device = dataclasses.replace(draft_device, forward_overhead_s=draft_device.forward_overhead_s
+                                           + parts.sampled_extra_s[0])
+        verify_device = dataclasses.replace(verify_device, forward_overhead_s=verify_device.forward_overhead_s
+                                            + parts.sampled_extra_s[1])
+    common = dict(target=parts.target, system=SystemSpec(draft_device, verify_device, parts.link),
                   context=parts.context, name=case.name)
     if rule is None:
         return DecodeConfig(**common, schedule="ar")

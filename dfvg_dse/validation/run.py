@@ -2,7 +2,7 @@
 then the fits (calibrate.py) and the comparison (compare.py).
 
 Calibration decodes with its own configurations — autoregressive (every step timed), chain:1,
-chain:6 and kary:3x2 greedy, chain:4 sampled — whose stage times fit each core and whose traces fit
+chain:3, chain:6 and kary:3x2 greedy, chain:6 sampled — whose stage times fit each core and whose traces fit
 the acceptance profiles. Validation decodes other configurations on other prompts. This machine's
 speed drifts by tens of percent over minutes, so validation repeats the calibration runs on each
 of its prompts, interleaved with the compared runs, and predicts from that in-window fit; the
@@ -13,11 +13,15 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+import numpy as np
+
 from dfvg_dse.acceptance.bursty import fit_bursty, simulate_rounds
+from dfvg_dse.costs.processor import processor_forward_cost
+from dfvg_dse.costs.stages import tree_draft_time_s
 from dfvg_dse.reference import Model, Sampling
 from dfvg_dse.reference.microbench import core_peak_fp32_flops_per_s, pipe_times
 from dfvg_dse.reference.stages import Job, RunResult, TwoStageRuntime
-from dfvg_dse.specs import AcceptanceProfile, LinkSpec, ModelSpec
+from dfvg_dse.specs import AcceptanceProfile, DeviceSpec, LinkSpec, ModelSpec
 from dfvg_dse.specs.decoding import TreeSpec
 from dfvg_dse.tree import parse_tree_spec
 from dfvg_dse.validation.calibrate import (CoreFit, LinkFit, fit_acceptance, fit_core, fit_link, message_seconds,
@@ -27,6 +31,7 @@ from dfvg_dse.validation.compare import (SAMPLED_TEMPERATURE, Case, Parts, compa
 
 NEW_TOKENS = 128
 CALIBRATION_TREES = ("chain:1", "chain:3", "chain:6", "kary:3x2")  # verify 2, 4, 7, 13 tokens; depth, ranks
+SAMPLED_TREE = "chain:6"  # sampled calibration: never a validated configuration
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,7 @@ class Calibration:
     peak_flops_per_s: float
     clock_hz: float
     peak_source: str
+    sampled_extra_s: tuple[float, float] = (0.0, 0.0)  # per drafting level, per verification
 
 
 def _rule(tree_spec: str):
@@ -49,7 +55,8 @@ def _rule(tree_spec: str):
 def calibration_jobs(prompt: tuple[int, ...], seed: int) -> dict[str, Job]:
     jobs = {"ar": Job(prompt, NEW_TOKENS)}
     jobs.update({spec: Job(prompt, NEW_TOKENS, _rule(spec), trace=True) for spec in CALIBRATION_TREES})
-    jobs["sampled"] = Job(prompt, NEW_TOKENS, _rule("chain:4"), Sampling(SAMPLED_TEMPERATURE), seed=seed, trace=True)
+    jobs["sampled"] = Job(prompt, NEW_TOKENS, _rule(SAMPLED_TREE), Sampling(SAMPLED_TEMPERATURE), seed=seed,
+                          trace=True)
     return jobs
 
 
@@ -59,9 +66,26 @@ def with_messages(link: LinkSpec, runs: dict[str, list[RunResult]]) -> LinkSpec:
     return dataclasses.replace(link, software_overhead_s=max(0.0, message_seconds(greedy) - link.latency_s))
 
 
+def sampled_extra_s(runs: list[RunResult], lengths: list[int], specs: dict[str, ModelSpec], draft: DeviceSpec,
+                    verify: DeviceSpec) -> tuple[float, float]:
+    """Sampling's extra seconds per drafting level and per verification: the mean measured time of
+    sampled rounds less what the greedy-fitted cores predict for the same shapes."""
+    records = stage_records(runs, lengths)
+    extra_draft, extra_verify = [], []
+    for record in records:
+        if record["model"] == "draft":
+            predicted = float(tree_draft_time_s(specs["draft"], draft, record["widths"], record["context"])[0])
+            extra_draft += [(record["seconds"] - predicted) / len(record["widths"])] * record["count"]
+        else:
+            predicted = float(processor_forward_cost(specs["target"], verify, record["tokens"], record["context"]).time_s)
+            extra_verify += [record["seconds"] - predicted] * record["count"]
+    return max(0.0, float(np.mean(extra_draft))), max(0.0, float(np.mean(extra_verify)))
+
+
 def fit_runs(runs: dict[str, list[RunResult]], lengths: list[int], specs: dict[str, ModelSpec], peak: float,
-             source: str) -> tuple[CoreFit, CoreFit, AcceptanceProfile, AcceptanceProfile]:
-    """Both cores and both profiles from calibration runs (name -> one RunResult per prompt)."""
+             source: str) -> tuple[CoreFit, CoreFit, AcceptanceProfile, AcceptanceProfile, tuple[float, float]]:
+    """Both cores, both profiles and sampling's extra work from calibration runs (name -> one
+    RunResult per prompt)."""
     greedy = [r for spec in CALIBRATION_TREES for r in runs[spec]]
     records = stage_records(runs["ar"] + greedy, lengths * (1 + len(CALIBRATION_TREES)))
     target = fit_core([r for r in records if r["model"] == "target"], specs["target"], peak, "local-core-0", source)
@@ -69,7 +93,8 @@ def fit_runs(runs: dict[str, list[RunResult]], lengths: list[int], specs: dict[s
     traces = [record for r in greedy for record in r.trace]
     sampled = [record for r in runs["sampled"] for record in r.trace]
     return (target, draft, fit_acceptance(traces, "reference/greedy", source).profile,
-            fit_acceptance(sampled, f"reference/T{SAMPLED_TEMPERATURE:g}", source).profile)
+            fit_acceptance(sampled, f"reference/T{SAMPLED_TEMPERATURE:g}", source).profile,
+            sampled_extra_s(runs["sampled"], lengths, specs, draft.device, target.device))
 
 
 def calibrate(target: Model, draft: Model, specs: dict[str, ModelSpec], prompts: list[tuple[int, ...]], quick: bool,
@@ -86,7 +111,7 @@ def calibrate(target: Model, draft: Model, specs: dict[str, ModelSpec], prompts:
     fits = fit_runs(runs, [len(p) for p in prompts], specs, peak, source)
     pipe = fit_link(pipes, "local-pipe", source)
     link = dataclasses.replace(pipe, link=with_messages(pipe.link, runs))
-    return Calibration(*fits[:2], link, *fits[2:], peak, clock, peak_source)
+    return Calibration(*fits[:2], link, *fits[2:4], peak, clock, peak_source, fits[4])
 
 
 def validate(target: Model, draft: Model, parts: Parts, cases: list[Case], prompts: list[tuple[int, ...]],
@@ -105,11 +130,11 @@ def validate(target: Model, draft: Model, parts: Parts, cases: list[Case], promp
                     rule = (tuple(rule.parents), tuple(rule.ranks))
                 runs[case.name].append(runtime.run(Job(prompt, NEW_TOKENS, rule, Sampling(case.temperature),
                                                        seed=index, schedule=case.schedule, trace=True)))
-    target_fit, draft_fit, greedy, sampled = fit_runs(
+    target_fit, draft_fit, greedy, sampled, extra = fit_runs(
         window, [len(p) for p in prompts], {"target": parts.target, "draft": parts.draft}, calibration.peak_flops_per_s,
         f"calibration runs interleaved with the validation runs, {stamp}")
     in_window = dataclasses.replace(parts, verify_device=target_fit.device, draft_device=draft_fit.device,
-                                    greedy_profile=greedy, sampled_profile=sampled,
+                                    greedy_profile=greedy, sampled_profile=sampled, sampled_extra_s=extra,
                                     link=with_messages(calibration.link.link, window))
     bursty = fit_bursty([r.trace for spec in CALIBRATION_TREES for r in window[spec]], "reference/bursty",
                         f"calibration runs interleaved with the validation runs, {stamp}")

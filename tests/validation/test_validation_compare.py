@@ -74,3 +74,11 @@ def test_published_anchors():
                              catalog.acceptance("pair:llama-2-7b/llama-160m"))
     assert sequoia["published"] == 4.04 and sequoia["predicted"] > 1.0
     assert dfvg_anchor(3.55)["within"] and not dfvg_anchor(4.5)["within"]
+
+
+def test_sampling_extra_work_is_charged_to_sampled_cases_only():
+    base, charged = parts(), dataclasses.replace(parts(), sampled_extra_s=(1e-4, 2e-4))
+    sampled = Case("chain:4", temperature=0.8)
+    assert predict(sampled, charged)["draft_s"] == pytest.approx(predict(sampled, base)["draft_s"] + 4 * 1e-4)
+    assert predict(sampled, charged)["verify_s"] == pytest.approx(predict(sampled, base)["verify_s"] + 2e-4)
+    assert predict(Case("chain:4"), charged) == predict(Case("chain:4"), base)
