@@ -52,6 +52,13 @@ def _rule(tree_spec: str):
     return tuple(tree.parents), tuple(tree.ranks)
 
 
+def warm_up(runtime: TwoStageRuntime, prompt: tuple[int, ...]) -> None:
+    """Untimed short runs of every calibration shape: a fresh stage process's first forwards are
+    slow (page faults, BLAS buffers), and a short validation would fit them."""
+    for job in calibration_jobs(prompt, 0).values():
+        runtime.run(dataclasses.replace(job, max_new_tokens=24))
+
+
 def calibration_jobs(prompt: tuple[int, ...], seed: int) -> dict[str, Job]:
     jobs = {"ar": Job(prompt, NEW_TOKENS)}
     jobs.update({spec: Job(prompt, NEW_TOKENS, _rule(spec), trace=True) for spec in CALIBRATION_TREES})
@@ -102,6 +109,7 @@ def calibrate(target: Model, draft: Model, specs: dict[str, ModelSpec], prompts:
     """Decode the calibration configurations on `prompts`, time the pipe, fit everything."""
     runs: dict[str, list[RunResult]] = {}
     with TwoStageRuntime(target, draft) as runtime:
+        warm_up(runtime, prompts[0])
         for index, prompt in enumerate(prompts):
             for name, job in calibration_jobs(prompt, index).items():
                 runs.setdefault(name, []).append(runtime.run(job))
@@ -121,6 +129,7 @@ def validate(target: Model, draft: Model, parts: Parts, cases: list[Case], promp
     runs: dict[str, list] = {case.name: [] for case in cases}
     window: dict[str, list[RunResult]] = {}
     with TwoStageRuntime(target, draft) as runtime:
+        warm_up(runtime, prompts[0])
         for index, prompt in enumerate(prompts):
             for name, job in calibration_jobs(prompt, 1000 + index).items():
                 window.setdefault(name, []).append(runtime.run(job))
