@@ -82,7 +82,7 @@ def _calibration_record(result: Calibration) -> dict:
             "link_message_overhead_us": link.software_overhead_s * 1e6,
             "link_rms_error": result.link.rms_relative_error,
             "sampling_extra_us": {"per_draft_level": result.sampled_extra_s[0] * 1e6,
-                                  "per_verification": result.sampled_extra_s[1] * 1e6}, "greedy_p": list(result.greedy_profile.rank_probs[:4]),
+                                  "per_verified_token": result.sampled_extra_s[1] * 1e6}, "greedy_p": list(result.greedy_profile.rank_probs[:4]),
             "sampled_p": list(result.sampled_profile.rank_probs[:4])}
 
 

@@ -65,7 +65,7 @@ class Parts:
     greedy_profile: AcceptanceProfile
     sampled_profile: AcceptanceProfile
     context: int
-    # sampling's extra work per drafting level and per verification (s), measured on another tree
+    # sampling's extra work per drafting level and per verified token (s), measured on another tree
     sampled_extra_s: tuple[float, float] = (0.0, 0.0)
 
 
@@ -87,8 +87,9 @@ def decode_config(case: Case, parts: Parts) -> DecodeConfig:
     if case.temperature:  # softmax, top-p sort and draws per level; residual walks per verification
         draft_device = dataclasses.replace(draft_device, forward_overhead_s=draft_device.forward_overhead_s
                                            + parts.sampled_extra_s[0])
+        verified = len(rule.parents) if isinstance(rule, TreeSpec) else 1  # sampled cases draft static trees
         verify_device = dataclasses.replace(verify_device, forward_overhead_s=verify_device.forward_overhead_s
-                                            + parts.sampled_extra_s[1])
+                                            + parts.sampled_extra_s[1] * verified)
     common = dict(target=parts.target, system=SystemSpec(draft_device, verify_device, parts.link),
                   context=parts.context, name=case.name)
     if rule is None:

@@ -44,7 +44,7 @@ class Calibration:
     peak_flops_per_s: float
     clock_hz: float
     peak_source: str
-    sampled_extra_s: tuple[float, float] = (0.0, 0.0)  # per drafting level, per verification
+    sampled_extra_s: tuple[float, float] = (0.0, 0.0)  # per drafting level, per verified token
 
 
 def _rule(tree_spec: str):
@@ -75,8 +75,9 @@ def with_messages(link: LinkSpec, runs: dict[str, list[RunResult]]) -> LinkSpec:
 
 def sampled_extra_s(runs: list[RunResult], lengths: list[int], specs: dict[str, ModelSpec], draft: DeviceSpec,
                     verify: DeviceSpec) -> tuple[float, float]:
-    """Sampling's extra seconds per drafting level and per verification: the mean measured time of
-    sampled rounds less what the greedy-fitted cores predict for the same shapes."""
+    """Sampling's extra seconds per drafting level and per verified token: the mean measured time
+    of sampled rounds less what the greedy-fitted cores predict for the same shapes (the residual
+    walk visits the verified tokens, so its cost grows with the tree)."""
     records = stage_records(runs, lengths)
     extra_draft, extra_verify = [], []
     for record in records:
@@ -85,7 +86,7 @@ def sampled_extra_s(runs: list[RunResult], lengths: list[int], specs: dict[str, 
             extra_draft += [(record["seconds"] - predicted) / len(record["widths"])] * record["count"]
         else:
             predicted = float(processor_forward_cost(specs["target"], verify, record["tokens"], record["context"]).time_s)
-            extra_verify += [record["seconds"] - predicted] * record["count"]
+            extra_verify += [(record["seconds"] - predicted) / record["tokens"]] * record["count"]
     return max(0.0, float(np.mean(extra_draft))), max(0.0, float(np.mean(extra_verify)))
 
 

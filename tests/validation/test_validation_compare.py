@@ -80,5 +80,6 @@ def test_sampling_extra_work_is_charged_to_sampled_cases_only():
     base, charged = parts(), dataclasses.replace(parts(), sampled_extra_s=(1e-4, 2e-4))
     sampled = Case("chain:4", temperature=0.8)
     assert predict(sampled, charged)["draft_s"] == pytest.approx(predict(sampled, base)["draft_s"] + 4 * 1e-4)
-    assert predict(sampled, charged)["verify_s"] == pytest.approx(predict(sampled, base)["verify_s"] + 2e-4)
+    # per verified token: the root and 4 draft tokens
+    assert predict(sampled, charged)["verify_s"] == pytest.approx(predict(sampled, base)["verify_s"] + 5 * 2e-4)
     assert predict(Case("chain:4"), charged) == predict(Case("chain:4"), base)
