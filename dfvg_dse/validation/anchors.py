@@ -3,8 +3,6 @@ others published, each with its source and a stated tolerance."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from dfvg_dse.costs.forward import device_forward_cost
 from dfvg_dse.costs.stages import tree_draft_time_s, tree_verify_cost
 from dfvg_dse.specs import AcceptanceProfile, DeviceSpec, ModelSpec
@@ -43,10 +41,7 @@ def sequoia_anchor(target: ModelSpec, draft: ModelSpec, device: DeviceSpec, prof
     tokens/step x t_AR / (t_draft + t_verify) for a (128, 10) tree, both models on the A100. The
     tree's level widths come from our optimal tree for `profile` (the paper's tree is not printed)."""
     tree = optimal_tree(profile, SEQUOIA["budget"], SEQUOIA["depth"]).tree
-    depth = np.zeros(len(tree.parents), dtype=int)
-    for i in range(1, len(tree.parents)):
-        depth[i] = depth[tree.parents[i]] + 1
-    widths = np.bincount(depth)[1:]
+    widths = tree.level_widths()
     ar = float(device_forward_cost(target, device, 1, context).time_s)
     verify = float(tree_verify_cost(target, device, len(tree.parents) - 1, None, context).time_s)
     drafting = float(tree_draft_time_s(draft, device, widths, context)[0])

@@ -21,7 +21,7 @@ from scipy.stats import linregress
 from dfvg_dse.acceptance.calibrate import check_round, fit_profile
 from dfvg_dse.costs.processor import processor_forward_cost
 from dfvg_dse.costs.stages import tree_draft_time_s
-from dfvg_dse.specs import DeviceSpec, LinkSpec, MemoryTier, ModelSpec
+from dfvg_dse.specs import DeviceSpec, LinkSpec, MemoryTier, ModelSpec, TreeSpec
 
 # name, lower bound, upper bound, start
 CORE_PARAMETERS = (("eta_compute", 1e-4, 1.0, 0.2), ("bandwidth_bytes_per_s", 1e8, 1e12, 2e10),
@@ -71,13 +71,10 @@ def stage_records(runs: list, prompt_lengths: list[int]) -> list[dict]:
             groups.setdefault(("target", 1, (length + step) // 64 * 64 + 32), []).append(seconds)
         position = length
         for record in run.trace:
-            parents = record["parents"]
-            depth = [0] * len(parents)
-            for i in range(1, len(parents)):
-                depth[i] = depth[parents[i]] + 1
+            tree = TreeSpec(tuple(record["parents"]), tuple(record["ranks"]))
             bucket = position // 64 * 64 + 32
-            groups.setdefault(("target", len(parents), bucket), []).append(record["verify_end_s"] - record["verify_start_s"])
-            widths = tuple(int(w) for w in np.bincount(depth)[1:])
+            groups.setdefault(("target", tree.n_nodes, bucket), []).append(record["verify_end_s"] - record["verify_start_s"])
+            widths = tree.level_widths()
             if widths:
                 groups.setdefault(("draft", widths, bucket), []).append(record["draft_end_s"] - record["draft_start_s"])
             position += len(record["accepted"])

@@ -1,7 +1,6 @@
 """The two-process runtime: messages on the link, both schedules against in-process decoding, link
 emulation, errors as one line, and clean shutdown (Ctrl-C, a killed parent: no orphans)."""
 
-import json
 import os
 import signal
 import subprocess
@@ -147,7 +146,7 @@ def _start_long_generation() -> tuple[subprocess.Popen, list[int]]:
                                 "--max-new-tokens", "100000", "--schedule", "overlap", "--json"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 60
-    while len(children := [c for c in _children(process.pid) if _alive(c)]) < 2 and time.time() < deadline:
+    while len([c for c in _children(process.pid) if _alive(c)]) < 2 and time.time() < deadline:
         time.sleep(0.1)  # the resource tracker is a child too: wait for both stages
     time.sleep(1.0)
     return process, _children(process.pid)

@@ -80,9 +80,9 @@ def test_shipped_devices_keep_the_plain_roofline():
 
 
 def test_stage_records_group_real_runs_by_shape():
-    trace = [{"parents": [-1, 0, 1], "accepted": [0, 1], "draft_start_s": 0.0, "draft_end_s": 2e-4,
+    trace = [{"parents": [-1, 0, 1], "ranks": [0, 0, 0], "accepted": [0, 1], "draft_start_s": 0.0, "draft_end_s": 2e-4,
               "verify_start_s": 3e-4, "verify_end_s": 1.3e-3},
-             {"parents": [-1, 0, 1], "accepted": [0], "draft_start_s": 2e-3, "draft_end_s": 2.4e-3,
+             {"parents": [-1, 0, 1], "ranks": [0, 0, 0], "accepted": [0], "draft_start_s": 2e-3, "draft_end_s": 2.4e-3,
               "verify_start_s": 2.5e-3, "verify_end_s": 3.5e-3}]
     runs = [RunResult([1] * 4, 0.01, trace=trace), RunResult([1] * 3, 0.01, step_s=[5e-4, 7e-4])]
     records = stage_records(runs, [10, 10])
