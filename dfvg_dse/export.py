@@ -116,11 +116,13 @@ def write_table(path: Path, frame: pd.DataFrame) -> list[Path]:
 
 
 def write_markdown_table(path: Path, records: list[dict], columns: list[tuple[str, str, str]], title: str) -> Path:
-    """A Markdown table: columns are (key, header, format spec) over records of the same keys."""
+    """A Markdown table: columns are (key, header, format spec) over records of the same keys; a
+    None value is shown as a dash."""
     lines = [f"# {title}", "", "| " + " | ".join(h for _, h, _ in columns) + " |",
              "|" + " --- |" * len(columns)]
     for record in records:
-        lines.append("| " + " | ".join(format(record[k], f) if f else str(record[k]) for k, _, f in columns) + " |")
+        lines.append("| " + " | ".join("–" if record[k] is None else format(record[k], f) if f else str(record[k])
+                                       for k, _, f in columns) + " |")
     return atomic_write(path, lambda tmp: tmp.write_text("\n".join(lines) + "\n"))
 
 

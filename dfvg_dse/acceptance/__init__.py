@@ -8,6 +8,7 @@ from dfvg_dse.acceptance.dynamic import (AdaptRule, DuoRule, DynamicEstimate, Ea
                                          simulate_eagle2)
 from dfvg_dse.acceptance.expected import (expected_tokens, expected_tokens_many, expected_tokens_sequences,
                                           node_scores)
+from dfvg_dse.acceptance.replay import AdaptReplay, ReplayResult, can_replay, replay, replay_adapt
 from dfvg_dse.acceptance.verify import (greedy_acceptance, sequoia_acceptance, sequoia_output,
                                         single_token_acceptance, specinfer_acceptance, specinfer_output)
 
@@ -15,7 +16,8 @@ __all__ = [
     "AdaptRule", "DuoRule", "DynamicEstimate", "Eagle2Rule", "FitResult", "TraceRound", "check_round",
     "duo_sequences", "expected_tokens", "expected_tokens_chain", "expected_tokens_many", "expected_tokens_sequences",
     "fit_profile", "greedy_acceptance", "min_depth_for_windows", "node_scores", "ops_factor_chain", "optimal_gamma",
-    "rank_counts", "sequoia_acceptance", "sequoia_output", "simulate_adapt", "simulate_duodecoding",
+    "rank_counts", "ReplayResult", "AdaptReplay", "can_replay", "replay", "replay_adapt",
+    "sequoia_acceptance", "sequoia_output", "simulate_adapt", "simulate_duodecoding",
     "simulate_eagle2", "single_token_acceptance", "specinfer_acceptance", "specinfer_output", "speedup_chain",
     "speedup_lower_bound_gamma1",
 ]

@@ -23,6 +23,8 @@ from dfvg_dse.validation.run import NEW_TOKENS, Calibration, calibrate, validate
 
 TABLE = [("config", "configuration", ""), ("measured_tokens_per_round", "tokens/round measured", ".3f"),
          ("predicted_tokens_per_round", "predicted", ".3f"), ("error_tokens_per_round", "error", "+.1%"),
+         ("error_tokens_per_round_iid", "error, i.i.d. rounds", "+.1%"),
+         ("error_tokens_per_round_bursty", "error, two-state", "+.1%"),
          ("measured_draft_s", "draft s measured", ".5f"), ("predicted_draft_s", "predicted", ".5f"),
          ("measured_verify_s", "verify s measured", ".5f"), ("predicted_verify_s", "predicted", ".5f"),
          ("measured_tokens_per_s", "tokens/s measured", ".0f"), ("predicted_tokens_per_s", "predicted", ".0f"),
@@ -126,8 +128,8 @@ def _anchors(ctx) -> list[dict]:
 
 
 @cli.command("validate")
-@click.option("--quick", is_flag=True, help="AR and chains 2 and 4 on 3 prompts (CI, under 3 minutes).")
-@click.option("--count", type=click.IntRange(1, 32), help="Held-out prompts [default: 8, --quick 3].")
+@click.option("--quick", is_flag=True, help="AR and chains 2 and 4 only (CI, under a minute).")
+@click.option("--count", type=click.IntRange(1, 32), help="Held-out prompts [default: 8].")
 @click.option("--anchors", "with_anchors", is_flag=True, help="Also predictions against published measurements.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="results/validation", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
@@ -135,7 +137,7 @@ def _anchors(ctx) -> list[dict]:
 def validate_cmd(ctx, quick, count, with_anchors, out_dir, as_json):
     """Calibrate, then run the reference decoder on held-out prompts and compare with the model's
     predictions; exit code 1 when the error budget is broken."""
-    count = count or (3 if quick else 8)
+    count = count or 8  # fewer leaves one slow minute of this shared machine in the tokens/s error
     target, draft, text, specs, calibration, stamp = _calibrate(ctx, quick, 3 if quick else 8)
     out = Path(out_dir)
     written = _write_calibration(out / "calibration", calibration, stamp)
@@ -167,10 +169,11 @@ def validate_cmd(ctx, quick, count, with_anchors, out_dir, as_json):
         for row in anchors:
             click.echo(f"{row['anchor']}: predicted {row['predicted']:.2f} {row['quantity']}, published "
                        f"{row['published']:.2f} ({row['error']:+.1%}, tolerance {row['tolerance']:.0%})")
-        bursty = [r for r in rows if r.get("error_tokens_per_round_bursty") is not None]
-        if bursty:
-            click.echo("tokens/round under the two-state (bursty) acceptance model: " + ", ".join(
-                f"{r['config']} {r['error_tokens_per_round_bursty']:+.1%}" for r in bursty))
+        static = [r for r in rows if r.get("error_tokens_per_round_iid") is not None]
+        if static:
+            click.echo("tokens/round from summary statistics instead of the replayed trace (i.i.d. rounds / "
+                       "two-state model): " + ", ".join(f"{r['config']} {r['error_tokens_per_round_iid']:+.1%} / "
+                                                        f"{r['error_tokens_per_round_bursty']:+.1%}" for r in static))
         click.echo(f"wrote {out}/validation.csv, validation.md, validation.png"
                    + (", anchors.csv" if anchors else "") + f" and the calibration under {out}/calibration")
         click.echo(f"tokens/s MAPE {result['mape_tokens_per_s']:.1%} (budget {result['tokens_per_s_mape_budget']:.0%}); "

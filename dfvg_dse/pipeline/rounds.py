@@ -1,6 +1,10 @@
 """What one round drafts and costs: tree shape, expected tokens, hit probability, stage times
 (the stage costs themselves are in costs/stages.py, shared with the simulator).
 
+A profile that carries a teacher-forced trace (specs.AcceptanceTrace) gives a static tree's
+expected tokens and hit probability by replaying it (acceptance/replay.py), not from the profile's
+independent-round statistics.
+
 The overlap schedule predicts that the round accepts the rank-0 path in full and that the
 target's bonus token is the draft's next top-1 token; `hit_probability` is that event's
 probability. For dynamic trees the shape is the expected one (fractional widths) and the hit uses
@@ -13,7 +17,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from dfvg_dse.acceptance import expected_tokens, simulate_adapt, simulate_duodecoding, simulate_eagle2
+from dfvg_dse.acceptance import (can_replay, expected_tokens, replay, replay_adapt, simulate_adapt,
+                                 simulate_duodecoding, simulate_eagle2)
 from dfvg_dse.costs import link_time, processor_forward_cost, round_link_bytes, tree_draft_time_s, tree_verify_cost
 from dfvg_dse.specs import AdaptRule, DecodeConfig, DuoRule, TreeSpec
 
@@ -29,11 +34,7 @@ class RoundShape(NamedTuple):
 
 def rank0_chain_length(tree: TreeSpec) -> int:
     """Depth of the all-rank-0 path from the root."""
-    child = {(p, r): i for i, (p, r) in enumerate(zip(tree.parents, tree.ranks)) if i}
-    node, length = 0, 0
-    while (node, 0) in child:
-        node, length = child[(node, 0)], length + 1
-    return length
+    return len(tree.rank0_path()) - 1
 
 
 def hit_probability(config: DecodeConfig, chain_length: int) -> float:
@@ -51,10 +52,18 @@ def round_shape(config: DecodeConfig, rounds: int = 20000, seed: int = 0) -> Rou
     if config.tree is not None:
         tree = config.tree
         widths = np.asarray(tree.level_widths(), dtype=float)
-        return RoundShape(widths, expected_tokens(tree, config.acceptance),
-                          hit_probability(config, rank0_chain_length(tree)), True, widths[None, :],
-                          np.array([float(sum(d + 1 for d in tree.depths))]))
+        if can_replay(tree, config.acceptance.trace):  # measured text: bursts and run ends included
+            tokens, hit, _ = replay(tree, config.acceptance.trace)
+        else:
+            tokens, hit = expected_tokens(tree, config.acceptance), hit_probability(config, rank0_chain_length(tree))
+        pairs = np.array([float(sum(d + 1 for d in tree.depths))])
+        return RoundShape(widths, tokens, hit, True, widths[None, :], pairs)
     rule = config.dynamic
+    if can_replay(rule, config.acceptance.trace):  # ADAPT against measured text (approximate off the path)
+        replayed = replay_adapt(rule, config.acceptance.trace, seed)
+        sample = replayed.widths
+        return RoundShape(sample.mean(axis=0), replayed.tokens_per_round, replayed.hit_rate, False, sample,
+                          _ancestor_pairs(sample))
     if isinstance(rule, AdaptRule):
         est = simulate_adapt(config.acceptance, rule, rounds, seed)
     elif isinstance(rule, DuoRule):
@@ -65,9 +74,14 @@ def round_shape(config: DecodeConfig, rounds: int = 20000, seed: int = 0) -> Rou
     depth = (sample > 0).sum(axis=1)
     bonus = config.acceptance.matrix(sample.shape[1] + 1, 1)[:, 0][depth]
     hit = float(np.mean((est.round_tokens - 1 == depth) * bonus))
-    pairs = 1.0 + (sample * (np.arange(sample.shape[1]) + 2)).sum(axis=1)
     return RoundShape(np.asarray(est.nodes_per_level, dtype=float), est.expected_tokens, hit, est.method == "exact",
-                      sample, pairs)
+                      sample, _ancestor_pairs(sample))
+
+
+def _ancestor_pairs(widths: np.ndarray) -> np.ndarray:
+    """Per round (row of level widths): the root's 1 plus, for a node at level l, its l + 1 visible
+    tokens (itself and its ancestors, root included)."""
+    return 1.0 + (widths * (np.arange(widths.shape[1]) + 2)).sum(axis=1)
 
 
 class StageTimes(NamedTuple):

@@ -18,10 +18,11 @@ runs many jobs, so a benchmark does not pay process start-up per run. Shutdown i
 exits when its parent dies or its pipe closes, ignores Ctrl-C (the parent handles it and
 terminates both), and reports any error as one line.
 
-TODO(#6): the issue's >= 1.5x end-to-end speedup is not reached (best 0.82x, chain:3 overlapped):
-a 3-5-token verification costs 1.5-2.2 autoregressive steps with this BLAS and the 1-layer draft
-costs 0.14-0.2 of one (docs/reference.md). Next: a verify kernel that streams the weights once for
-3-8 rows, a cheaper single-token draft path, or a draft that agrees more along the target's text.
+TODO(#6): the issue's >= 1.5x end-to-end speedup is not reached (best 0.79-0.85x on this machine):
+OpenBLAS runs a 2-16-row product at 2-5x the cost of one row (it packs the weights every call),
+the 1-layer draft costs 0.14-0.2 of a step, and a deeper, thinner target that makes few-row
+verification cheaper (tried: 10 x 160) writes text the draft predicts worse (docs/reference.md).
+Next: a few-row product that streams each weight once (a compiled kernel), measured on this pair.
 """
 
 from __future__ import annotations

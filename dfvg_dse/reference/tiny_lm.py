@@ -243,18 +243,29 @@ def _linear(x: np.ndarray, matrix: np.ndarray, bias: np.ndarray | None) -> np.nd
     return y if bias is None else y + bias
 
 
-def _attend(q: np.ndarray, keys: np.ndarray, values: np.ndarray, visible: np.ndarray | None) -> np.ndarray:
+def _attend(q: np.ndarray, keys: np.ndarray, values: np.ndarray, mask_bias: np.ndarray | None) -> np.ndarray:
     """q (H, T, D) over keys and values (G, S, D), H a multiple of G, without repeating the kv heads:
-    the H / G query heads of a group share one batched matmul. Returns (T, H*D)."""
+    the H / G query heads of a group share one batched matmul. `mask_bias` (H/G*T, S) is 0 where a
+    token may look and -inf elsewhere (None: everything is visible). Returns (T, H*D)."""
     heads, n, d = q.shape
     groups = keys.shape[0]
     grouped = q.reshape(groups, heads // groups * n, d)  # (G, r*T, D): heads of one group stacked
-    att = grouped @ keys.transpose(0, 2, 1) * d ** -0.5  # (G, r*T, S)
-    if visible is not None:
-        att = np.where(np.tile(visible, (heads // groups, 1))[None], att, -np.inf)  # mask rebuilt from parents
+    att = grouped @ keys.transpose(0, 2, 1)  # (G, r*T, S)
+    att *= d ** -0.5
+    if mask_bias is not None:
+        att += mask_bias
     att = np.exp(att - att.max(axis=-1, keepdims=True))
     att /= att.sum(axis=-1, keepdims=True)
     return (att @ values).reshape(heads, n, d).transpose(1, 0, 2).reshape(n, heads * d)
+
+
+def _mask_bias(parents, n: int, cached: int, repeats: int, dtype) -> np.ndarray:
+    """The additive attention mask of a forward, built once for all its layers: new token i sees
+    the cache and its tree ancestors (`parents`; a causal chain when None), stacked `repeats` times
+    for the query heads that share a kv head."""
+    visible = np.concatenate([np.ones((n, cached), dtype=bool),
+                              tree_mask(list(range(-1, n - 1)) if parents is None else list(parents))], axis=1)
+    return np.tile(np.where(visible, 0.0, -np.inf).astype(dtype), (repeats, 1))
 
 
 def forward(weights, config: ReferenceConfig, tokens, positions, cache: KVCache, parents=None) -> np.ndarray:
@@ -270,11 +281,9 @@ def forward(weights, config: ReferenceConfig, tokens, positions, cache: KVCache,
     n = len(tokens)
     h, g, d = spec.n_heads, spec.n_kv_heads, spec.head_dim
     cached = cache.length
-    visible = None  # a single new token sees the whole cache: no mask needed
-    if n > 1:
-        visible = np.concatenate([np.ones((n, cached), dtype=bool),
-                                  tree_mask(list(range(-1, n - 1)) if parents is None else list(parents))], axis=1)
     x = weights.embed[tokens]  # (T, C)
+    # a single new token sees the whole cache: no mask needed
+    mask_bias = None if n == 1 else _mask_bias(parents, n, cached, h // g, x.dtype)
     if weights.positions is not None:
         x = x + weights.positions[positions + OPT_POSITION_OFFSET]
         cos = sin = None
@@ -294,7 +303,7 @@ def forward(weights, config: ReferenceConfig, tokens, positions, cache: KVCache,
             q = q * cos + q[..., swap] * sin
             k = k * cos + k[..., swap] * sin
         keys, values = cache.write(index, cached, k, v)
-        x = x + _linear(_attend(q, keys, values, visible), layer.out, layer.out_bias)
+        x = x + _linear(_attend(q, keys, values, mask_bias), layer.out, layer.out_bias)
         up = _linear(_norm(x, layer.norm2, config), layer.up, layer.up_bias)
         if layer.gated:  # SiLU(gate) * up
             half = up.shape[1] // 2

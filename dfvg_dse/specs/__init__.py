@@ -1,12 +1,13 @@
 """Frozen, validated specifications: models, devices, links and systems (hardware), token trees,
 acceptance profiles and confidence models (decoding). Values are SI; names carry units."""
 
-from dfvg_dse.specs.decoding import (SCHEDULES, AcceptanceProfile, AdaptRule, ConfidenceModel, DecodeConfig, DuoRule,
-                                     Eagle2Rule, TreeSpec)
+from dfvg_dse.specs.decoding import (SCHEDULES, AcceptanceProfile, AcceptanceTrace, AdaptRule, ConfidenceModel,
+                                     DecodeConfig, DuoRule, Eagle2Rule, TreeSpec)
 from dfvg_dse.specs.hardware import (DEVICE_KINDS, FAMILIES, LINK_PATHS, LINK_TYPES, MEMORY_TIERS, NORMS,
                                      PEAK_FALLBACKS, CalibrationDefaults, DeviceSpec, FpgaFabric, InputError, LinkSpec,
                                      MemoryTier, ModelSpec, SpecError, SystemSpec)
 
-__all__ = ["AcceptanceProfile", "AdaptRule", "ConfidenceModel", "DecodeConfig", "SCHEDULES", "DuoRule", "Eagle2Rule", "CalibrationDefaults", "DEVICE_KINDS", "DeviceSpec", "FAMILIES", "FpgaFabric",
+__all__ = ["AcceptanceProfile", "AcceptanceTrace", "AdaptRule", "ConfidenceModel", "DecodeConfig", "SCHEDULES",
+           "DuoRule", "Eagle2Rule", "CalibrationDefaults", "DEVICE_KINDS", "DeviceSpec", "FAMILIES", "FpgaFabric",
            "InputError", "LINK_PATHS", "LINK_TYPES", "LinkSpec", "MEMORY_TIERS", "MemoryTier", "ModelSpec", "NORMS",
            "PEAK_FALLBACKS", "SpecError", "SystemSpec", "TreeSpec"]

@@ -58,6 +58,14 @@ class TreeSpec:
         """Levels below the root."""
         return max(self.depths)
 
+    def rank0_path(self) -> tuple[int, ...]:
+        """Nodes along the first choices from the root (root included): the overlap schedule's guess."""
+        child = {(p, r): i for i, (p, r) in enumerate(zip(self.parents, self.ranks)) if i}
+        path = [0]
+        while (path[-1], 0) in child:
+            path.append(child[(path[-1], 0)])
+        return tuple(path)
+
     def level_widths(self) -> tuple[int, ...]:
         """Nodes per level 1..depth."""
         counts = [0] * (self.depth + 1)
@@ -128,6 +136,41 @@ class ConfidenceModel:
         return weights @ self.accept_prob(children)
 
 
+@dataclass(frozen=True, eq=False)  # compared and hashed by identity: it holds thousands of positions
+class AcceptanceTrace:
+    """Teacher-forced acceptance along text the target wrote itself (model.md §4): one entry per run,
+    a prompt's continuation of at least `run_tokens` new tokens (more, so a last round can accept
+    past the end, as a real run does). Position 0 is the prefill's token; position t >= 1 says how
+    the draft, given the target's tokens before t, treats the target's token t:
+    - `ranks[run][t]`: its rank in the draft's ranking (0: the draft's first choice), greedy runs;
+    - `accept_probs[run][t]`: sum_x min(p_t(x), q_t(x)), the probability that one token drafted
+      there is accepted, and `bonus_probs[run][t]`: p_t(argmax q_t), the probability that the
+      target's token there is the draft's first choice (sampled runs).
+    - `top_probs[run]` (optional, greedy): a (positions, K) array of the draft's K largest
+      probabilities there, in decreasing order — what a dynamic rule ranks candidates by.
+    Entries at t = 0 are unused (rank -1, probability 0)."""
+
+    name: str
+    run_tokens: int
+    ranks: tuple[tuple[int, ...], ...] = ()
+    accept_probs: tuple[tuple[float, ...], ...] = ()
+    bonus_probs: tuple[tuple[float, ...], ...] = ()
+    source: str = ""
+    top_probs: tuple = ()  # of numpy arrays
+
+    def __post_init__(self) -> None:
+        runs = self.ranks or self.accept_probs
+        if self.run_tokens < 1 or not runs or any(len(run) < self.run_tokens for run in runs):
+            raise SpecError("acceptance trace", self.name, f"needs runs of at least run_tokens = {self.run_tokens} "
+                            "positions (ranks for greedy, accept_probs for sampled)")
+        if self.accept_probs and len(self.bonus_probs) != len(self.accept_probs):
+            raise SpecError("acceptance trace", self.name, "bonus_probs must give one run per accept_probs run")
+
+    @property
+    def greedy(self) -> bool:
+        return bool(self.ranks)
+
+
 @dataclass(frozen=True)
 class AcceptanceProfile:
     """Acceptance statistics of a draft/target pair (model.md §4).
@@ -142,6 +185,7 @@ class AcceptanceProfile:
     depth_rank: tuple[tuple[float, ...], ...] | None = None
     confidence: ConfidenceModel | None = None
     source: str = ""
+    trace: AcceptanceTrace | None = None  # when set, static trees replay it (acceptance/replay.py)
 
     def __post_init__(self) -> None:
         rows = [self.rank_probs] + list(self.depth_rank or [])

@@ -15,13 +15,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dfvg_dse.acceptance import expected_tokens
 from dfvg_dse.acceptance.bursty import fit_bursty, simulate_rounds
 from dfvg_dse.costs.processor import processor_forward_cost
 from dfvg_dse.costs.stages import tree_draft_time_s
 from dfvg_dse.reference import Model, Sampling
 from dfvg_dse.reference.microbench import core_peak_fp32_flops_per_s, pipe_times
+from dfvg_dse.reference.speculative import teacher_forced_acceptance
 from dfvg_dse.reference.stages import Job, RunResult, TwoStageRuntime
-from dfvg_dse.specs import AcceptanceProfile, DeviceSpec, LinkSpec, ModelSpec
+from dfvg_dse.specs import AcceptanceProfile, AcceptanceTrace, DeviceSpec, LinkSpec, ModelSpec
 from dfvg_dse.specs.decoding import TreeSpec
 from dfvg_dse.tree import parse_tree_spec
 from dfvg_dse.validation.calibrate import (CoreFit, LinkFit, fit_acceptance, fit_core, fit_link, message_seconds,
@@ -32,6 +34,7 @@ from dfvg_dse.validation.compare import (SAMPLED_TEMPERATURE, Case, Parts, compa
 NEW_TOKENS = 128
 CALIBRATION_TREES = ("chain:1", "chain:3", "chain:6", "kary:3x2")  # verify 2, 4, 7, 13 tokens; depth, ranks
 SAMPLED_TREE = "chain:6"  # sampled calibration: never a validated configuration
+TRACE_EXTRA_TOKENS = 16  # teacher-forced text past a run's end: a last round may accept that far
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,29 @@ class Calibration:
 def _rule(tree_spec: str):
     tree = parse_tree_spec(tree_spec)
     return tuple(tree.parents), tuple(tree.ranks)
+
+
+def acceptance_trace(target: Model, draft: Model, prompts: list[tuple[int, ...]], temperature: float, seed: int,
+                     source: str) -> AcceptanceTrace:
+    """Teacher-forced acceptance along the target's own continuation of every prompt (greedy, or
+    sampled at `temperature` with seeds seed, seed + 1, ...): what trace replay predicts from."""
+    sampling = Sampling(temperature)
+    runs = [teacher_forced_acceptance(target.fresh(), draft.fresh(), list(p), NEW_TOKENS + TRACE_EXTRA_TOKENS,
+                                      sampling, seed + i) for i, p in enumerate(prompts)]
+    name = "reference/greedy" if sampling.greedy else f"reference/T{temperature:g}"
+    if sampling.greedy:
+        return AcceptanceTrace(name, NEW_TOKENS, ranks=tuple(tuple(r["ranks"]) for r in runs), source=source,
+                               top_probs=tuple(r["top_probs"] for r in runs))
+    return AcceptanceTrace(name, NEW_TOKENS, accept_probs=tuple(tuple(r["accept_probs"]) for r in runs),
+                           bonus_probs=tuple(tuple(r["bonus_probs"]) for r in runs), source=source)
+
+
+def with_traces(target: Model, draft: Model, prompts: list[tuple[int, ...]], greedy: AcceptanceProfile,
+                sampled: AcceptanceProfile, seed: int, source: str) -> tuple[AcceptanceProfile, AcceptanceProfile]:
+    """Both profiles with their teacher-forced traces on `prompts` attached."""
+    return (dataclasses.replace(greedy, trace=acceptance_trace(target, draft, prompts, 0.0, seed, source)),
+            dataclasses.replace(sampled, trace=acceptance_trace(target, draft, prompts, SAMPLED_TEMPERATURE, seed,
+                                                                source)))
 
 
 def warm_up(runtime: TwoStageRuntime, prompt: tuple[int, ...]) -> None:
@@ -120,7 +146,8 @@ def calibrate(target: Model, draft: Model, specs: dict[str, ModelSpec], prompts:
     fits = fit_runs(runs, [len(p) for p in prompts], specs, peak, source)
     pipe = fit_link(pipes, "local-pipe", source)
     link = dataclasses.replace(pipe, link=with_messages(pipe.link, runs))
-    return Calibration(*fits[:2], link, *fits[2:4], peak, clock, peak_source, fits[4])
+    profiles = with_traces(target, draft, prompts, *fits[2:4], 0, source)
+    return Calibration(*fits[:2], link, *profiles, peak, clock, peak_source, fits[4])
 
 
 def validate(target: Model, draft: Model, parts: Parts, cases: list[Case], prompts: list[tuple[int, ...]],
@@ -140,9 +167,11 @@ def validate(target: Model, draft: Model, parts: Parts, cases: list[Case], promp
                     rule = (tuple(rule.parents), tuple(rule.ranks))
                 runs[case.name].append(runtime.run(Job(prompt, NEW_TOKENS, rule, Sampling(case.temperature),
                                                        seed=index, schedule=case.schedule, trace=True)))
+    source = f"calibration runs interleaved with the validation runs, {stamp}"
     target_fit, draft_fit, greedy, sampled, extra = fit_runs(
         window, [len(p) for p in prompts], {"target": parts.target, "draft": parts.draft}, calibration.peak_flops_per_s,
-        f"calibration runs interleaved with the validation runs, {stamp}")
+        source)
+    greedy, sampled = with_traces(target, draft, prompts, greedy, sampled, 1000, source)
     in_window = dataclasses.replace(parts, verify_device=target_fit.device, draft_device=draft_fit.device,
                                     greedy_profile=greedy, sampled_profile=sampled, sampled_extra_s=extra,
                                     link=with_messages(calibration.link.link, window))
@@ -151,7 +180,7 @@ def validate(target: Model, draft: Model, parts: Parts, cases: list[Case], promp
     rows = []
     for case in cases:
         row = compare(case, predict(case, in_window), summarise_runs(runs[case.name]))
-        row.update(bursty_columns(case, bursty, in_window, row["measured_tokens_per_round"]))
+        row.update(statistical_columns(case, bursty, in_window, row["measured_tokens_per_round"]))
         other = predict(case, parts)
         row["predicted_tokens_per_round_calibration_half"] = other["tokens_per_round"]
         row["error_tokens_per_round_calibration_half"] = other["tokens_per_round"] / row["measured_tokens_per_round"] - 1
@@ -161,11 +190,15 @@ def validate(target: Model, draft: Model, parts: Parts, cases: list[Case], promp
     return rows, (target_fit, draft_fit)
 
 
-def bursty_columns(case: Case, bursty, parts: Parts, measured: float) -> dict:
-    """Tokens per round of a greedy static tree under the two-state acceptance model (reported
-    beside the i.i.d.-round prediction; empty for other cases)."""
+def statistical_columns(case: Case, bursty, parts: Parts, measured: float) -> dict:
+    """Tokens per round of a greedy static tree from summary statistics instead of the replayed
+    trace, reported beside it: rounds drawn independently from the depth x rank profile, and the
+    two-state model (acceptance/bursty.py). Empty for other cases."""
     rule = drafting_rule(case, parts.greedy_profile)
     if case.temperature or not isinstance(rule, TreeSpec):
-        return {"predicted_tokens_per_round_bursty": None, "error_tokens_per_round_bursty": None}
-    tokens, _ = simulate_rounds(rule, bursty, run_tokens=NEW_TOKENS)
-    return {"predicted_tokens_per_round_bursty": tokens, "error_tokens_per_round_bursty": tokens / measured - 1}
+        return {"predicted_tokens_per_round_iid": None, "error_tokens_per_round_iid": None,
+                "predicted_tokens_per_round_bursty": None, "error_tokens_per_round_bursty": None}
+    iid = expected_tokens(rule, dataclasses.replace(parts.greedy_profile, trace=None))
+    two_state, _ = simulate_rounds(rule, bursty, run_tokens=NEW_TOKENS)
+    return {"predicted_tokens_per_round_iid": iid, "error_tokens_per_round_iid": iid / measured - 1,
+            "predicted_tokens_per_round_bursty": two_state, "error_tokens_per_round_bursty": two_state / measured - 1}

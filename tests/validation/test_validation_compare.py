@@ -64,6 +64,10 @@ def test_measured_summary_and_errors():
     assert ok["passed"] and ok["mape_tokens_per_s"] == pytest.approx(0.05)
     bad = summary([row])
     assert not bad["passed"] and bad["misses"] == ["chain:2 sequential"]
+    # two prompts: 4 tokens in 10 ms and 16 in 10 ms are 1,000 tokens/s over the workload, not the
+    # mean of 400 and 1,600 (which would credit the fast prompt twice)
+    fast = RunResult(list(range(17)), 0.012, prefill_s=0.002, trace=trace)
+    assert summarise_runs([run, fast])["tokens_per_s"] == pytest.approx(20 / 0.020)
 
 
 def test_published_anchors():
