@@ -192,8 +192,11 @@ class Catalog:
         return parse_profile(paths[name], read_toml(paths[name]))
 
     def profile_document(self, name: str) -> dict:
-        """The profile file as written (metadata such as target, draft, workload, fit)."""
+        """The profile file as written (metadata such as target, draft, workload, fit); `name` is a
+        catalog profile or a profile file."""
         paths = self._profile_paths()
+        if name not in paths and Path(name).is_file():
+            return {**read_toml(Path(name)), "path": name}
         if name not in paths:
             raise UnknownNameError("acceptance profile", name, sorted(paths))
         return {**read_toml(paths[name]), "path": str(paths[name])}

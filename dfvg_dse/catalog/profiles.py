@@ -7,12 +7,16 @@ import math
 from pathlib import Path
 from typing import Any
 
-from dfvg_dse.catalog._io import read_json, read_provenance, read_string, read_toml
+import numpy as np
+
+from dfvg_dse.catalog._io import read_json, read_jsonl, read_provenance, read_string, read_toml
 from dfvg_dse.catalog.errors import _MISSING, CatalogError, DataError
-from dfvg_dse.specs import AcceptanceProfile, ConfidenceModel, SpecError
+from dfvg_dse.specs import AcceptanceProfile, AcceptanceTrace, ConfidenceModel, SpecError
 
 PROFILE_FIELDS = ("name", "target", "draft", "workload", "temperature", "tag", "source", "notes", "rank",
-                  "depth_rank", "confidence", "fit")
+                  "depth_rank", "confidence", "fit", "trace")
+TRACE_FIELDS = ("file", "run_tokens")
+TRACE_LINE_FIELDS = ("ranks", "top_probs", "accept_probs", "bonus_probs")
 CONFIDENCE_FIELDS = ("top1_mean", "concentration", "tail_shares", "calibration_q", "calibration_accept")
 
 
@@ -63,11 +67,76 @@ def parse_profile(path: Path, data: dict) -> AcceptanceProfile:
             name=name, rank_probs=_floats(path, "rank.probs", rank.get("probs", _MISSING)),
             depth_rank=_floats(path, "depth_rank.matrix", depth_rank.get("matrix", _MISSING), nested=True)
             if depth_rank is not None else None,
-            confidence=model, source=source)
+            confidence=model, source=source, trace=_trace(path, data, name, source))
     except SpecError as err:
         prefix = "confidence." if err.field in CONFIDENCE_FIELDS + ("calibration",) else ""
         raise DataError(path, prefix + err.field.replace("rank_probs", "rank.probs")
                         .replace("depth_rank", "depth_rank.matrix"), err.value, err.allowed) from None
+
+
+def _trace(path: Path, data: dict, name: str, source: str) -> AcceptanceTrace | None:
+    """The profile's teacher-forced trace: a [trace] table naming a JSON Lines file (relative to the
+    profile) with one run per line — `ranks` (+ `top_probs`) greedy, or `accept_probs` and
+    `bonus_probs` sampled — and the tokens every run decoded (`run_tokens`)."""
+    table = _table(path, data, "trace", TRACE_FIELDS)
+    if table is None:
+        return None
+    file = table.get("file", _MISSING)
+    if not isinstance(file, str) or not file:
+        raise DataError(path, "trace.file", file, "must name a JSON Lines file of teacher-forced runs")
+    run_tokens = table.get("run_tokens", _MISSING)
+    if isinstance(run_tokens, bool) or not isinstance(run_tokens, int) or run_tokens < 1:
+        raise DataError(path, "trace.run_tokens", run_tokens, "must be the tokens each run decoded, an integer >= 1")
+    trace_path = path.parent / file
+    if not trace_path.is_file():
+        raise DataError(path, "trace.file", file, f"no such file next to the profile ({trace_path})")
+    runs: dict[str, list] = {field: [] for field in TRACE_LINE_FIELDS}
+    for number, line in read_jsonl(trace_path):
+        where = f"{trace_path}:{number}"
+        for field in line:
+            if field not in TRACE_LINE_FIELDS:
+                raise DataError(where, field, line[field], f"unknown key; allowed: {', '.join(TRACE_LINE_FIELDS)}")
+        if ("ranks" in line) == ("accept_probs" in line):
+            raise DataError(where, "ranks", line.get("ranks", _MISSING),
+                            "a run gives either ranks (greedy) or accept_probs and bonus_probs (sampled)")
+        for field in TRACE_LINE_FIELDS:
+            if field in line:
+                runs[field].append(_trace_values(where, field, line[field], run_tokens))
+    if runs["ranks"] and runs["accept_probs"]:
+        raise DataError(trace_path, "runs", "greedy and sampled", "a trace holds runs of one kind")
+    try:
+        return AcceptanceTrace(name, run_tokens, ranks=tuple(runs["ranks"]), accept_probs=tuple(runs["accept_probs"]),
+                               bonus_probs=tuple(runs["bonus_probs"]), source=source,
+                               top_probs=tuple(np.asarray(t, dtype=float) for t in runs["top_probs"]))
+    except SpecError as err:
+        raise DataError(trace_path, "runs", err.value, err.allowed) from None
+
+
+def _trace_values(where: str, field: str, value, run_tokens: int):
+    """One run's list for a trace field, checked: ranks are integers >= -1, probabilities in [0, 1],
+    top_probs a list of such lists; at least run_tokens positions."""
+    if not isinstance(value, list) or len(value) < run_tokens:
+        raise DataError(where, field, value, f"must list at least run_tokens = {run_tokens} positions")
+    if field == "ranks":
+        if any(isinstance(x, bool) or not isinstance(x, int) or x < -1 for x in value):
+            raise DataError(where, field, value, "ranks are integers >= 0 (-1 at position 0)")
+        return tuple(value)
+    rows = value if field == "top_probs" else [value]
+    for row in rows:
+        if not isinstance(row, list) or any(isinstance(x, bool) or not isinstance(x, (int, float))
+                                            or not 0.0 <= x <= 1.0 for x in row):
+            raise DataError(where, field, row, "probabilities must be numbers in [0, 1]")
+    return value if field == "top_probs" else tuple(float(x) for x in value)
+
+
+def trace_lines(trace: AcceptanceTrace) -> list[dict]:
+    """A trace's runs as the JSON Lines objects `_trace` reads (one per run)."""
+    if trace.greedy:
+        tops = trace.top_probs or [None] * len(trace.ranks)
+        return [{"ranks": list(r), **({"top_probs": np.asarray(t).round(6).tolist()} if t is not None else {})}
+                for r, t in zip(trace.ranks, tops)]
+    return [{"accept_probs": [round(x, 6) for x in a], "bonus_probs": [round(x, 6) for x in b]}
+            for a, b in zip(trace.accept_probs, trace.bonus_probs)]
 
 
 def profile_document(profile: AcceptanceProfile, meta: dict) -> dict:

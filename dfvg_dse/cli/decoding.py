@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from dfvg_dse.acceptance import (AdaptRule, DuoRule, Eagle2Rule, check_round, fit_profile, greedy_acceptance,
@@ -149,7 +151,8 @@ def acceptance_show(ctx: click.Context, profile: str, as_json: bool) -> None:
     """One profile (a name from `acceptance list`, pair:NAME or a file): rank vector, depth x rank, confidences."""
     catalog = catalog_of(ctx)
     name = profile[5:] if profile.startswith("pair:") else profile
-    document = catalog.profile_document(name) if name in catalog.profile_names() else {"path": profile}
+    document = catalog.profile_document(name) if name in catalog.profile_names() or Path(profile).is_file() \
+        else {"path": profile}
     spec = catalog.profile(name) if name in catalog.profile_names() else catalog.acceptance(profile)
     record = profile_record(spec, document)
     if as_json:
@@ -167,6 +170,11 @@ def acceptance_show(ctx: click.Context, profile: str, as_json: bool) -> None:
         c = record["confidence"]
         click.echo(f"confidence: top-1 mean by depth {[round(x, 3) for x in c['top1_mean']]}, Beta concentration "
                    f"{c['concentration']:.3g}; implied p_r {[round(x, 4) for x in c['implied_rank_probs'][:6]]}")
+    if record["trace"]:
+        t = record["trace"]
+        users = ("static trees and ADAPT" if t["adapt"] else "static trees") if t["kind"] == "greedy" else "chains"
+        click.echo(f"trace: {t['runs']} {t['kind']} runs of {t['run_tokens']} tokens ({users} replay it instead of "
+                   "the statistics above)")
 
 
 @acceptance.command("fit")

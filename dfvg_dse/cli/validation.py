@@ -13,12 +13,13 @@ from dfvg_dse.catalog.lookup import write_toml_atomic
 from dfvg_dse.cli._base import catalog_of, cli, emit_json, emit_table
 from dfvg_dse.cli.pipeline import _setup
 from dfvg_dse.cli.reference import _load_pair
-from dfvg_dse.export import write_json, write_markdown_table, write_records, write_plot
+from dfvg_dse.catalog.profiles import profile_document, trace_lines
+from dfvg_dse.export import write_json, write_jsonl, write_markdown_table, write_plot, write_records
 from dfvg_dse.pipeline.scenarios import compare as compare_scenarios
 from dfvg_dse.pipeline.presets import PRESETS
 from dfvg_dse.report.plots import plot_validation
 from dfvg_dse.validation.anchors import decode_anchors, dfvg_anchor, sequoia_anchor
-from dfvg_dse.validation.compare import Parts, cases, summary
+from dfvg_dse.validation.compare import SAMPLED_TEMPERATURE, Parts, cases, summary
 from dfvg_dse.validation.run import NEW_TOKENS, Calibration, calibrate, validate
 
 TABLE = [("config", "configuration", ""), ("measured_tokens_per_round", "tokens/round measured", ".3f"),
@@ -59,6 +60,9 @@ def _write_calibration(out: Path, result: Calibration, stamp: str) -> list[Path]
     path = out / "hwdb" / "link" / "local-pipe.toml"
     write_toml_atomic(path, link_document(result.link.link, link_fit))
     written.append(path)
+    for profile, stem, temperature in ((result.greedy_profile, "reference-greedy", 0.0),
+                                       (result.sampled_profile, "reference-sampled", SAMPLED_TEMPERATURE)):
+        written += _write_profile(out / "acceptance", stem, profile, temperature)
     written.append(write_json(out / "calibration.json", {
         "stamp": stamp,
         "verify_core": {"residuals": result.target_fit.residuals, "rms_relative_error": result.target_fit.rms_relative_error},
@@ -67,6 +71,21 @@ def _write_calibration(out: Path, result: Calibration, stamp: str) -> list[Path]
         "greedy_profile": list(result.greedy_profile.rank_probs),
         "sampled_profile": list(result.sampled_profile.rank_probs)}))
     return written
+
+
+def _write_profile(folder: Path, stem: str, profile, temperature: float) -> list[Path]:
+    """An acceptance profile file (`--acceptance FILE` anywhere) and, beside it, its
+    teacher-forced trace, which estimates replay for static trees and ADAPT."""
+    meta = {"target": "builtin:tiny target", "draft": "builtin:tiny draft", "workload": "reference calibration prompts",
+            "temperature": temperature, "tag": "measured"}
+    document = profile_document(profile, meta)
+    written = []
+    if profile.trace is not None:
+        written.append(write_jsonl(folder / f"{stem}.trace.jsonl", trace_lines(profile.trace)))
+        document["trace"] = {"file": f"{stem}.trace.jsonl", "run_tokens": profile.trace.run_tokens}
+    path = folder / f"{stem}.toml"
+    write_toml_atomic(path, document)
+    return written + [path]
 
 
 def _core_record(fit) -> dict:

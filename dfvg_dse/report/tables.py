@@ -181,7 +181,12 @@ def profile_record(profile, document: dict) -> dict:
               "rank_probs": list(profile.rank_probs),
               "depth_rank": [list(row) for row in profile.depth_rank] if profile.depth_rank else None,
               "ci_low": document.get("rank", {}).get("ci_low"), "ci_high": document.get("rank", {}).get("ci_high"),
-              "confidence": None}
+              "confidence": None, "trace": None}
+    trace = profile.trace
+    if trace is not None:
+        record["trace"] = {"runs": len(trace.ranks or trace.accept_probs), "run_tokens": trace.run_tokens,
+                           "kind": "greedy" if trace.greedy else "sampled",
+                           "adapt": bool(trace.top_probs), "file": document.get("trace", {}).get("file")}
     if profile.confidence is not None:
         c = profile.confidence
         record["confidence"] = {"top1_mean": list(c.top1_mean), "concentration": c.concentration,

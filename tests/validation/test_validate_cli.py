@@ -24,6 +24,11 @@ def test_validate_quick_writes_everything_and_its_exit_code_follows_the_budget(t
     # the calibrated cores and pipe are hwdb entries any command can use
     catalog = Catalog.open(hwdb_dir=tmp_path / "calibration" / "hwdb")
     assert catalog.device("local-core-0").kind == "cpu" and catalog.link("local-pipe").latency_s > 0
+    # and the calibrated acceptance, with its teacher-forced trace, is a profile file any command reads
+    greedy = catalog.acceptance(str(tmp_path / "calibration" / "acceptance" / "reference-greedy.toml"))
+    sampled = catalog.acceptance(str(tmp_path / "calibration" / "acceptance" / "reference-sampled.toml"))
+    assert greedy.trace.greedy and len(greedy.trace.top_probs) == len(greedy.trace.ranks)
+    assert not sampled.trace.greedy and sampled.trace.run_tokens == 128
     # measured tokens per round of a chain lie between 1 and its length + 1
     chain = next(c for c in document["configs"] if c["config"] == "chain:4 sequential")
     assert 1.0 <= chain["measured_tokens_per_round"] <= 5.0

@@ -1,0 +1,87 @@
+"""Acceptance profiles with a teacher-forced trace on disk: `calibrate` writes them, any command
+reads them through --acceptance FILE, estimates replay them, and a bad trace is one line."""
+
+import json
+import re
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from dfvg_dse.acceptance import replay
+from dfvg_dse.catalog import Catalog
+from dfvg_dse.catalog.lookup import write_toml_atomic
+from dfvg_dse.catalog.profiles import profile_document, trace_lines
+from dfvg_dse.cli import cli
+from dfvg_dse.export import write_jsonl
+from dfvg_dse.specs import AcceptanceProfile, AcceptanceTrace
+from dfvg_dse.tree import parse_tree_spec
+
+
+def _write(folder, trace: AcceptanceTrace, lines=None):
+    profile = AcceptanceProfile("traced", (0.6, 0.1), source="a test", trace=trace)
+    document = profile_document(profile, {"tag": "measured"})
+    document["trace"] = {"file": "traced.trace.jsonl", "run_tokens": trace.run_tokens}
+    write_jsonl(folder / "traced.trace.jsonl", lines if lines is not None else trace_lines(trace))
+    write_toml_atomic(folder / "traced.toml", document)
+    return folder / "traced.toml"
+
+
+def _greedy_trace(seed=0, runs=3, length=60):
+    rng = np.random.default_rng(seed)
+    ranks = tuple(tuple([-1] + rng.choice([0, 0, 0, 1, 2, 9], size=length - 1).tolist()) for _ in range(runs))
+    tops = tuple(np.sort(rng.dirichlet(np.ones(16), size=length), axis=1)[:, ::-1] for _ in range(runs))
+    return AcceptanceTrace("traced", length - 8, ranks=ranks, top_probs=tops)
+
+
+def test_a_written_trace_reads_back_and_replays_the_same(tmp_path):
+    trace = _greedy_trace()
+    path = _write(tmp_path, trace)
+    read = Catalog.open().acceptance(str(path))
+    assert read.trace.ranks == trace.ranks and read.trace.run_tokens == trace.run_tokens
+    assert np.allclose(read.trace.top_probs[1], trace.top_probs[1], atol=1e-6)
+    tree = parse_tree_spec("kary:2x3")
+    assert replay(tree, read.trace) == replay(tree, trace)
+
+
+def test_estimate_replays_a_traced_profile(tmp_path):
+    trace = _greedy_trace(seed=1)
+    path = _write(tmp_path, trace)
+    args = ["estimate", "--target", "qwen3-8b", "--draft", "qwen3-0.6b", "--verify-device", "rtx-4090",
+            "--tree", "chain:4", "--json"]
+    traced = json.loads(CliRunner().invoke(cli, args + ["--acceptance", str(path)]).stdout)
+    plain = json.loads(CliRunner().invoke(cli, args + ["--acceptance", "0.6,0.1"]).stdout)
+    expected = replay(parse_tree_spec("chain:4"), trace)
+    assert traced["expected_tokens_per_round"] == pytest.approx(expected.tokens_per_round)
+    assert traced["hit_probability"] == pytest.approx(expected.hit_rate)
+    assert plain["expected_tokens_per_round"] != pytest.approx(expected.tokens_per_round)
+
+
+@pytest.mark.parametrize("line, message", [
+    ({"ranks": [-1, 0, -3] + [0] * 60}, "ranks are integers"),
+    ({"ranks": [-1, 0]}, "at least run_tokens"),
+    ({"ranks": [-1] + [0] * 60, "colour": 1}, "unknown key"),
+    ({"accept_probs": [0.0] + [1.5] * 60, "bonus_probs": [0.0] * 61}, "in \\[0, 1\\]"),
+    ({}, "either ranks"),
+    ({"accept_probs": [0.0] + [0.5] * 60, "bonus_probs": [0.0] * 61, "ranks": [-1] + [0] * 60}, "either ranks"),
+])
+def test_a_bad_trace_file_is_one_line(tmp_path, line, message):
+    path = _write(tmp_path, _greedy_trace(), lines=[line])
+    result = CliRunner().invoke(cli, ["acceptance", "show", str(path)])
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert "traced.trace.jsonl:1" in result.stderr
+    assert re.search(message, result.stderr)
+
+
+def test_greedy_and_sampled_runs_do_not_mix(tmp_path):
+    lines = [{"ranks": [-1] + [0] * 60}, {"accept_probs": [0.0] + [0.5] * 60, "bonus_probs": [0.0] * 61}]
+    path = _write(tmp_path, _greedy_trace(), lines=lines)
+    result = CliRunner().invoke(cli, ["acceptance", "show", str(path)])
+    assert result.exit_code == 2 and "one kind" in result.stderr
+
+
+def test_a_missing_trace_file_is_one_line(tmp_path):
+    path = _write(tmp_path, _greedy_trace())
+    (tmp_path / "traced.trace.jsonl").unlink()
+    result = CliRunner().invoke(cli, ["acceptance", "show", str(path)])
+    assert result.exit_code == 2 and "trace.file" in result.stderr and "no such file" in result.stderr
