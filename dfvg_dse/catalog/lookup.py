@@ -208,6 +208,8 @@ class Catalog:
             return self.profile(text[5:])
         if Path(text).is_file():
             return parse_profile(Path(text), read_toml(Path(text)))
+        if text.endswith((".toml", ".json")) or "/" in text:
+            raise InputError(f"acceptance {spec!r}: no such profile file")
         try:
             values = tuple(float(x) for x in text.split(","))
         except ValueError:

@@ -121,12 +121,20 @@ def _trace_values(where: str, field: str, value, run_tokens: int):
         if any(isinstance(x, bool) or not isinstance(x, int) or x < -1 for x in value):
             raise DataError(where, field, value, "ranks are integers >= 0 (-1 at position 0)")
         return tuple(value)
-    rows = value if field == "top_probs" else [value]
-    for row in rows:
-        if not isinstance(row, list) or any(isinstance(x, bool) or not isinstance(x, (int, float))
-                                            or not 0.0 <= x <= 1.0 for x in row):
+    if field != "top_probs":
+        if any(isinstance(x, bool) or not isinstance(x, (int, float)) or not 0.0 <= x <= 1.0 for x in value):
+            raise DataError(where, field, value, "probabilities must be numbers in [0, 1]")
+        return tuple(float(x) for x in value)
+    width = len(value[0]) if isinstance(value[0], list) else 0
+    for row in value:
+        if not isinstance(row, list) or len(row) != width or width == 0:
+            raise DataError(where, field, row,
+                            f"every position lists the same number of probabilities ({width or 'one or more'})")
+        if any(isinstance(x, bool) or not isinstance(x, (int, float)) or not 0.0 <= x <= 1.0 for x in row):
             raise DataError(where, field, row, "probabilities must be numbers in [0, 1]")
-    return value if field == "top_probs" else tuple(float(x) for x in value)
+        if any(a < b for a, b in zip(row, row[1:])):
+            raise DataError(where, field, row, "a position's probabilities must be in decreasing order")
+    return value
 
 
 def trace_lines(trace: AcceptanceTrace) -> list[dict]:

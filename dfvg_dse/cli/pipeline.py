@@ -7,6 +7,7 @@ import math
 
 import click
 
+from dfvg_dse.acceptance import can_replay
 from dfvg_dse.catalog import Catalog
 from dfvg_dse.cli._base import catalog_of, cli, emit_json, emit_table
 from dfvg_dse.pipeline import estimate
@@ -125,6 +126,9 @@ def estimate_cmd(ctx, target, draft, draft_device, verify_device, link_name, acc
             config = dataclasses.replace(base, tree=best.tree)
     result = estimate(config, rounds=rounds, seed=seed)
     record = estimate_record(result)
+    replayed = config.schedule != "ar" and can_replay(config.tree if config.tree is not None else config.dynamic,
+                                                      config.acceptance.trace)
+    record["acceptance_model"] = "trace replay" if replayed else "profile statistics"
     if config.tree is not None:
         record["tree"] = {"parents": list(config.tree.parents), "ranks": list(config.tree.ranks)}
     if config.dynamic is not None:
@@ -145,6 +149,10 @@ def estimate_cmd(ctx, target, draft, draft_device, verify_device, link_name, acc
     click.echo(f"round {record['round_time_s'] * 1e3:.3f} ms, {record['expected_tokens_per_round']:.3f} tokens per "
                f"round per sequence, {record['draft_nodes_per_round']:.1f} draft tokens, widths "
                f"{[round(w, 2) for w in record['level_widths']]}")
+    if replayed:
+        trace = config.acceptance.trace
+        click.echo(f"acceptance: replayed from the profile's trace ({len(trace.ranks or trace.accept_probs)} runs of "
+                   f"{trace.run_tokens} tokens), not its summary statistics")
     emit_table([[stage, s["device"], f"{s['time_s'] * 1e3:.3f}", s["bound"], f"{s['busy_fraction']:.2f}"]
                 for stage, s in record["stages"].items()], ["stage", "device", "time (ms)", "bound", "busy"])
     if record["link"]:

@@ -52,6 +52,7 @@ def test_estimate_replays_a_traced_profile(tmp_path):
     traced = json.loads(CliRunner().invoke(cli, args + ["--acceptance", str(path)]).stdout)
     plain = json.loads(CliRunner().invoke(cli, args + ["--acceptance", "0.6,0.1"]).stdout)
     expected = replay(parse_tree_spec("chain:4"), trace)
+    assert traced["acceptance_model"] == "trace replay" and plain["acceptance_model"] == "profile statistics"
     assert traced["expected_tokens_per_round"] == pytest.approx(expected.tokens_per_round)
     assert traced["hit_probability"] == pytest.approx(expected.hit_rate)
     assert plain["expected_tokens_per_round"] != pytest.approx(expected.tokens_per_round)
@@ -63,6 +64,9 @@ def test_estimate_replays_a_traced_profile(tmp_path):
     ({"ranks": [-1] + [0] * 60, "colour": 1}, "unknown key"),
     ({"accept_probs": [0.0] + [1.5] * 60, "bonus_probs": [0.0] * 61}, "in \\[0, 1\\]"),
     ({}, "either ranks"),
+    ({"ranks": [-1] + [0] * 60, "top_probs": [[0.5, 0.2]] * 30 + [[0.5]] * 31}, "same number of probabilities"),
+    ({"ranks": [-1] + [0] * 60, "top_probs": [0.5] * 61}, "same number of probabilities"),
+    ({"ranks": [-1] + [0] * 60, "top_probs": [[0.2, 0.5]] * 61}, "decreasing order"),
     ({"accept_probs": [0.0] + [0.5] * 60, "bonus_probs": [0.0] * 61, "ranks": [-1] + [0] * 60}, "either ranks"),
 ])
 def test_a_bad_trace_file_is_one_line(tmp_path, line, message):
@@ -85,3 +89,10 @@ def test_a_missing_trace_file_is_one_line(tmp_path):
     (tmp_path / "traced.trace.jsonl").unlink()
     result = CliRunner().invoke(cli, ["acceptance", "show", str(path)])
     assert result.exit_code == 2 and "trace.file" in result.stderr and "no such file" in result.stderr
+
+
+def test_a_missing_profile_file_says_so(tmp_path):
+    result = CliRunner().invoke(cli, ["estimate", "--target", "qwen3-8b", "--draft", "qwen3-0.6b", "--verify-device",
+                                      "rtx-4090", "--tree", "chain:4", "--acceptance", str(tmp_path / "nope.toml")])
+    assert result.exit_code == 2 and "no such profile file" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
