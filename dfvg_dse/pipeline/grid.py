@@ -22,12 +22,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from dfvg_dse.acceptance import expected_tokens
 from dfvg_dse.costs import (device_forward_cost, link_time, memory_fit, processor_forward_cost, tree_draft_time_s,
                             tree_verify_cost)
 from dfvg_dse.pipeline.energy import device_energy_j
 from dfvg_dse.pipeline.estimate import estimate
-from dfvg_dse.pipeline.rounds import rank0_chain_length
+from dfvg_dse.pipeline.rounds import static_tokens_and_hit
 from dfvg_dse.pipeline.schedule import overlap_cycle
 from dfvg_dse.specs import (AcceptanceProfile, AdaptRule, DecodeConfig, DeviceSpec, LinkSpec, ModelSpec, SystemSpec,
                             TreeSpec)
@@ -112,12 +111,9 @@ def _static_shape(family: str, params: tuple, tree, profile, depth_cap: int) -> 
     widths = np.zeros(depth_cap)
     level = tree.level_widths()
     widths[:len(level)] = level
-    return Shape(family, params, widths, expected_tokens(tree, profile), float(sum(d + 1 for d in tree.depths)),
-                 _hit(profile, rank0_chain_length(tree)), max(level), tree.parents, tree.ranks, None)
-
-
-def _hit(profile: AcceptanceProfile, length: int) -> float:
-    return float(np.prod(profile.matrix(length + 1, 1)[:, 0]))
+    tokens, hit = static_tokens_and_hit(tree, profile)
+    return Shape(family, params, widths, tokens, float(sum(d + 1 for d in tree.depths)), hit, max(level),
+                 tree.parents, tree.ranks, None)
 
 
 def shape_key(family: str, width: int, depth: int, budget: int) -> tuple:

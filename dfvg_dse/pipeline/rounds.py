@@ -20,7 +20,7 @@ import numpy as np
 from dfvg_dse.acceptance import (can_replay, expected_tokens, replay, replay_adapt, simulate_adapt,
                                  simulate_duodecoding, simulate_eagle2)
 from dfvg_dse.costs import link_time, processor_forward_cost, round_link_bytes, tree_draft_time_s, tree_verify_cost
-from dfvg_dse.specs import AdaptRule, DecodeConfig, DuoRule, TreeSpec
+from dfvg_dse.specs import AcceptanceProfile, AdaptRule, DecodeConfig, DuoRule, TreeSpec
 
 
 class RoundShape(NamedTuple):
@@ -39,8 +39,22 @@ def rank0_chain_length(tree: TreeSpec) -> int:
 
 def hit_probability(config: DecodeConfig, chain_length: int) -> float:
     """P(the rank-0 path of `chain_length` tokens is accepted and the bonus token is the draft's top-1)."""
-    table = config.acceptance.matrix(chain_length + 1, 1)[:, 0]
-    return float(np.prod(table))
+    return profile_hit_probability(config.acceptance, chain_length)
+
+
+def profile_hit_probability(profile: AcceptanceProfile, chain_length: int) -> float:
+    """hit_probability from a profile's depth x rank statistics."""
+    return float(np.prod(profile.matrix(chain_length + 1, 1)[:, 0]))
+
+
+def static_tokens_and_hit(tree: TreeSpec, profile: AcceptanceProfile) -> tuple[float, float]:
+    """Expected tokens per round (bonus included) and overlap hit probability of a static tree:
+    replayed from the profile's trace when it has one (measured text: bursts and run ends
+    included), else from its statistics."""
+    if can_replay(tree, profile.trace):
+        tokens, hit, _ = replay(tree, profile.trace)
+        return tokens, hit
+    return expected_tokens(tree, profile), profile_hit_probability(profile, rank0_chain_length(tree))
 
 
 def round_shape(config: DecodeConfig, rounds: int = 20000, seed: int = 0) -> RoundShape:
@@ -52,10 +66,7 @@ def round_shape(config: DecodeConfig, rounds: int = 20000, seed: int = 0) -> Rou
     if config.tree is not None:
         tree = config.tree
         widths = np.asarray(tree.level_widths(), dtype=float)
-        if can_replay(tree, config.acceptance.trace):  # measured text: bursts and run ends included
-            tokens, hit, _ = replay(tree, config.acceptance.trace)
-        else:
-            tokens, hit = expected_tokens(tree, config.acceptance), hit_probability(config, rank0_chain_length(tree))
+        tokens, hit = static_tokens_and_hit(tree, config.acceptance)
         pairs = np.array([float(sum(d + 1 for d in tree.depths))])
         return RoundShape(widths, tokens, hit, True, widths[None, :], pairs)
     rule = config.dynamic

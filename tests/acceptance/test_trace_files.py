@@ -96,3 +96,14 @@ def test_a_missing_profile_file_says_so(tmp_path):
                                       "rtx-4090", "--tree", "chain:4", "--acceptance", str(tmp_path / "nope.toml")])
     assert result.exit_code == 2 and "no such profile file" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_search_grid_replays_a_traced_profile_as_estimate_does():
+    from dfvg_dse.pipeline.grid import _static_shape
+
+    trace = _greedy_trace(seed=2)
+    profile = AcceptanceProfile("traced", (0.6, 0.1), source="a test", trace=trace)
+    tree = parse_tree_spec("kary:2x2")
+    shape = _static_shape("kary", (2, 2), tree, profile, 8)
+    expected = replay(tree, trace)
+    assert shape.expected_tokens == pytest.approx(expected.tokens_per_round) and shape.hit == pytest.approx(expected.hit_rate)
