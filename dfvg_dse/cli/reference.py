@@ -16,7 +16,7 @@ from dfvg_dse.cli._base import catalog_of, cli, emit_json, emit_table
 from dfvg_dse.cli.decoding import _tree
 from dfvg_dse.export import write_jsonl, write_records
 from dfvg_dse.reference import Model, ReferenceConfig, Sampling, greedy_agreement
-from dfvg_dse.reference.speculative import VERIFICATIONS
+from dfvg_dse.reference.sampling import VERIFICATIONS
 from dfvg_dse.reference.stages import SCHEDULES, Job, LinkEmulation, RunResult, StageError, TwoStageRuntime
 from dfvg_dse.specs import InputError
 from dfvg_dse.specs.decoding import AdaptRule, Eagle2Rule

@@ -30,10 +30,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from dfvg_dse.reference.sampling import GREEDY, Sampling, distribution, sample_token, wire_distribution
 from dfvg_dse.reference.tiny_lm import KVCache, PackedWeights, ReferenceConfig, forward, pack_weights
 from dfvg_dse.specs.decoding import AdaptRule, Eagle2Rule
-
-VERIFICATIONS = ("sequoia", "specinfer")
 
 # One token record on the link: id (int32), parent (int32), confidence (float32), rank (int16),
 # flags (uint16): 16 bytes, the FPGA's aligned record.
@@ -44,12 +43,6 @@ TOKEN_RECORD_BYTES = TOKEN_RECORD.itemsize
 # model's convention). The drafter samples from the float16-rounded q itself, renormalised, so the
 # verifier's q is exactly the one the samples came from and verification stays lossless.
 PROBABILITY_BYTES = 2
-
-
-def wire_distribution(q: np.ndarray) -> np.ndarray:
-    """q as the link carries it: rounded to float16, renormalised in float64."""
-    rounded = np.asarray(q, dtype=np.float16).astype(np.float64)
-    return rounded / rounded.sum()
 
 
 class Model:
@@ -66,48 +59,6 @@ class Model:
 
     def run(self, tokens, positions, parents=None) -> np.ndarray:
         return forward(self.weights, self.config, tokens, positions, self.cache, parents)
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """How tokens are chosen: temperature 0 is greedy; `verification` applies to sampled static trees."""
-
-    temperature: float = 0.0
-    top_p: float = 1.0
-    verification: str = "sequoia"
-
-    def __post_init__(self) -> None:
-        if not (self.temperature >= 0 and 0 < self.top_p <= 1 and self.verification in VERIFICATIONS):
-            raise ValueError(f"sampling {self}: need temperature >= 0, 0 < top_p <= 1, verification in "
-                             f"{VERIFICATIONS}")
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature == 0
-
-
-GREEDY = Sampling()
-
-
-def distribution(logits: np.ndarray, sampling: Sampling) -> np.ndarray:
-    """Float64 probabilities of softmax(logits / T) after the top-p cut: the smallest set of most
-    likely tokens whose mass reaches top_p is kept (at least one token), the rest set to 0.
-    Greedy (T = 0) gives the plain softmax (the draft's confidences)."""
-    z = np.asarray(logits, dtype=np.float64) / (sampling.temperature or 1.0)
-    p = np.exp(z - z.max())
-    p /= p.sum()
-    if sampling.top_p < 1:
-        order = np.argsort(-p, kind="stable")
-        before = np.cumsum(p[order]) - p[order]  # mass of the more likely tokens
-        cut = np.zeros_like(p)
-        cut[order[before < sampling.top_p]] = 1.0
-        p = p * cut
-        p /= p.sum()
-    return p
-
-
-def _sample(p: np.ndarray, rng: np.random.Generator) -> int:
-    return int(min(np.searchsorted(np.cumsum(p), rng.random() * p.sum(), side="right"), len(p) - 1))
 
 
 def _depths(parents: list[int]) -> list[int]:
@@ -265,7 +216,7 @@ class Drafter:
                     dists[node] = q
                     left = q.copy()
                     for child in kids[node]:
-                        tokens[child] = _sample(left, self.rng)
+                        tokens[child] = sample_token(left, self.rng)
                         if self.sampling.verification == "sequoia":
                             left[tokens[child]] = 0.0
                             if left.sum() <= 0:
@@ -363,7 +314,7 @@ class Verifier:
     def choose(self, logits: np.ndarray) -> int:
         if self.sampling.greedy:
             return int(np.argmax(logits))
-        return _sample(distribution(logits, self.sampling), self.rng)
+        return sample_token(distribution(logits, self.sampling), self.rng)
 
     def start(self, prompt: list[int]) -> int:
         """Prefill the prompt; the first new token."""
@@ -397,7 +348,7 @@ class Verifier:
             elif tree.sampled and node in tree.dists:
                 nxt, residual = self._rejection(tree, node, children, distribution(logits[node], self.sampling))
                 if nxt is None:
-                    return Verdict(tuple(path), _sample(residual, self.rng))
+                    return Verdict(tuple(path), sample_token(residual, self.rng))
             else:  # chosen children (or a leaf): sample the target's token and follow it if drafted
                 token = self.choose(logits[node])
                 nxt = next((c for c in children if tree.tokens[c] == token), None)
@@ -473,56 +424,3 @@ def generate_speculative(target: Model, draft: Model, prompt: list[int], max_new
     histogram = np.zeros(max(len(parents) if parents is not None else 0, len(counts)), dtype=int)
     histogram[:len(counts)] = counts
     return out[:max_new_tokens], histogram
-
-
-def greedy_agreement(target: Model, draft: Model, prompt: list[int], max_new_tokens: int) -> tuple[int, int]:
-    """(positions where the draft's argmax equals the target's, positions compared) along the
-    target's own greedy continuation of `prompt`, teacher-forced: the per-token acceptance of
-    greedy speculative decoding. Both models must have empty caches; they are left filled."""
-    continuation = generate_ar(target, prompt, max_new_tokens)
-    full = prompt + continuation[:-1]  # every token whose next token the target chose
-    target.cache.keep(0, [])
-    wanted = np.argmax(target.run(full, np.arange(len(full))), axis=-1)[len(prompt) - 1:]
-    guessed = np.argmax(draft.run(full, np.arange(len(full))), axis=-1)[len(prompt) - 1:]
-    return int(np.sum(wanted == guessed)), len(wanted)
-
-
-def draft_ranks(logits: np.ndarray, tokens: np.ndarray) -> np.ndarray:
-    """Rank of tokens[i] in row i of `logits` as the drafter orders children: descending, ties to
-    the lower id (a stable argsort of -logits)."""
-    chosen = logits[np.arange(len(tokens)), tokens][:, None]
-    ids = np.arange(logits.shape[1])[None, :]
-    return ((logits > chosen) | ((logits == chosen) & (ids < tokens[:, None]))).sum(axis=1)
-
-
-TOP_PROBS = 16  # the draft's largest probabilities kept per position: enough for a dynamic rule's per-level cap
-
-
-def teacher_forced_acceptance(target: Model, draft: Model, prompt: list[int], new_tokens: int,
-                              sampling: Sampling = GREEDY, seed: int = 0) -> dict[str, list]:
-    """How the draft treats the target's own continuation of `prompt` (`new_tokens` tokens, greedy
-    or sampled with `seed`), position by position, given the target's tokens before each: the
-    inputs of a replayed acceptance trace (specs.AcceptanceTrace). Greedy: {"ranks", "top_probs"
-    (positions x TOP_PROBS, decreasing)}; sampled:
-    {"accept_probs": sum_x min(p, q), "bonus_probs": p(argmax q)}. Position 0, the prefill's token,
-    holds -1 / 0. Both models must have empty caches; they are left filled."""
-    continuation = generate_ar(target, prompt, new_tokens, sampling, seed)
-    text = prompt + continuation[:-1]  # every token whose successor the target chose
-    first = len(prompt) - 1  # the row that predicts continuation[0]
-    draft_logits = draft.run(text, np.arange(len(text)))[first:]
-    if sampling.greedy:
-        ranks = draft_ranks(draft_logits, np.asarray(continuation))
-        probs = np.exp(draft_logits - draft_logits.max(axis=1, keepdims=True))
-        probs /= probs.sum(axis=1, keepdims=True)
-        top = -np.sort(-probs, axis=1)[:, :TOP_PROBS]
-        top[0] = 0.0
-        return {"ranks": [-1] + [int(r) for r in ranks[1:]], "top_probs": top.astype(float)}
-    target.cache.keep(0, [])
-    target_logits = target.run(text, np.arange(len(text)))[first:]
-    accept, bonus = [0.0], [0.0]
-    for t in range(1, len(continuation)):
-        p = distribution(target_logits[t], sampling)
-        q = wire_distribution(distribution(draft_logits[t], sampling))
-        accept.append(float(np.minimum(p, q).sum()))
-        bonus.append(float(p[int(np.argmax(q))]))
-    return {"accept_probs": accept, "bonus_probs": bonus}

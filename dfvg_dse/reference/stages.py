@@ -38,8 +38,8 @@ from multiprocessing.connection import Connection, wait
 
 import numpy as np
 
-from dfvg_dse.reference.speculative import (GREEDY, TOKEN_RECORD, DraftTree, Drafter, Model, Sampling, Verdict,
-                                            Verifier, trace_record, wire_distribution)
+from dfvg_dse.reference.sampling import GREEDY, Sampling, wire_distribution
+from dfvg_dse.reference.speculative import TOKEN_RECORD, DraftTree, Drafter, Model, Verdict, Verifier, trace_record
 from dfvg_dse.reference.tiny_lm import PackedWeights, ReferenceConfig
 from dfvg_dse.specs.hardware import LinkSpec
 

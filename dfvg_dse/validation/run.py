@@ -21,7 +21,7 @@ from dfvg_dse.costs.processor import processor_forward_cost
 from dfvg_dse.costs.stages import tree_draft_time_s
 from dfvg_dse.reference import Model, Sampling
 from dfvg_dse.reference.microbench import core_peak_fp32_flops_per_s, pipe_times
-from dfvg_dse.reference.speculative import teacher_forced_acceptance
+from dfvg_dse.reference.teacher import teacher_forced_acceptance
 from dfvg_dse.reference.stages import Job, RunResult, TwoStageRuntime
 from dfvg_dse.specs import AcceptanceProfile, AcceptanceTrace, DeviceSpec, LinkSpec, ModelSpec
 from dfvg_dse.specs.decoding import TreeSpec

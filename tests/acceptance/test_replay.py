@@ -12,7 +12,8 @@ from dfvg_dse.acceptance import can_replay, expected_tokens, replay
 from dfvg_dse.acceptance.replay import replay_greedy_run
 from dfvg_dse.catalog import Catalog
 from dfvg_dse.reference import Model, ReferenceConfig
-from dfvg_dse.reference.speculative import generate_speculative, teacher_forced_acceptance
+from dfvg_dse.reference.speculative import generate_speculative
+from dfvg_dse.reference.teacher import teacher_forced_acceptance
 from dfvg_dse.specs import AcceptanceProfile, AcceptanceTrace, SpecError, TreeSpec
 from dfvg_dse.tree import parse_tree_spec
 
