@@ -85,8 +85,8 @@ def _trace(path: Path, data: dict, name: str, source: str) -> AcceptanceTrace | 
     if not isinstance(file, str) or not file:
         raise DataError(path, "trace.file", file, "must name a JSON Lines file of teacher-forced runs")
     run_tokens = table.get("run_tokens", _MISSING)
-    if isinstance(run_tokens, bool) or not isinstance(run_tokens, int) or run_tokens < 1:
-        raise DataError(path, "trace.run_tokens", run_tokens, "must be the tokens each run decoded, an integer >= 1")
+    if isinstance(run_tokens, bool) or not isinstance(run_tokens, int) or run_tokens < 2:
+        raise DataError(path, "trace.run_tokens", run_tokens, "must be the tokens each run decoded, an integer >= 2")
     trace_path = path.parent / file
     if not trace_path.is_file():
         raise DataError(path, "trace.file", file, f"no such file next to the profile ({trace_path})")
@@ -102,6 +102,12 @@ def _trace(path: Path, data: dict, name: str, source: str) -> AcceptanceTrace | 
         for field in TRACE_LINE_FIELDS:
             if field in line:
                 runs[field].append(_trace_values(where, field, line[field], run_tokens))
+        if "top_probs" in line and len(line["top_probs"]) != len(line.get("ranks", [])):
+            raise DataError(where, "top_probs", f"{len(line['top_probs'])} positions",
+                            f"must give one row per position of ranks ({len(line.get('ranks', []))})")
+    if runs["top_probs"] and len(runs["top_probs"]) != len(runs["ranks"]):
+        raise DataError(trace_path, "top_probs", f"{len(runs['top_probs'])} of {len(runs['ranks'])} runs",
+                        "give top_probs on every run or on none")
     if runs["ranks"] and runs["accept_probs"]:
         raise DataError(trace_path, "runs", "greedy and sampled", "a trace holds runs of one kind")
     try:

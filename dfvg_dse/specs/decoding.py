@@ -160,11 +160,14 @@ class AcceptanceTrace:
 
     def __post_init__(self) -> None:
         runs = self.ranks or self.accept_probs
-        if self.run_tokens < 1 or not runs or any(len(run) < self.run_tokens for run in runs):
-            raise SpecError("acceptance trace", self.name, f"needs runs of at least run_tokens = {self.run_tokens} "
-                            "positions (ranks for greedy, accept_probs for sampled)")
+        if self.run_tokens < 2 or not runs or any(len(run) < self.run_tokens for run in runs):
+            raise SpecError("acceptance trace", self.name, f"needs run_tokens >= 2 and runs of at least run_tokens = "
+                            f"{self.run_tokens} positions (ranks for greedy, accept_probs for sampled)")
         if self.accept_probs and len(self.bonus_probs) != len(self.accept_probs):
             raise SpecError("acceptance trace", self.name, "bonus_probs must give one run per accept_probs run")
+        if self.top_probs and (len(self.top_probs) != len(self.ranks)
+                               or any(len(t) != len(r) for t, r in zip(self.top_probs, self.ranks))):
+            raise SpecError("acceptance trace", self.name, "top_probs must give one row per rank position, every run")
 
     @property
     def greedy(self) -> bool:

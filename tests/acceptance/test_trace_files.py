@@ -67,6 +67,7 @@ def test_estimate_replays_a_traced_profile(tmp_path):
     ({"ranks": [-1] + [0] * 60, "top_probs": [[0.5, 0.2]] * 30 + [[0.5]] * 31}, "same number of probabilities"),
     ({"ranks": [-1] + [0] * 60, "top_probs": [0.5] * 61}, "same number of probabilities"),
     ({"ranks": [-1] + [0] * 60, "top_probs": [[0.2, 0.5]] * 61}, "decreasing order"),
+    ({"ranks": [-1] + [0] * 70, "top_probs": [[0.5, 0.2]] * 61}, "one row per position"),
     ({"accept_probs": [0.0] + [0.5] * 60, "bonus_probs": [0.0] * 61, "ranks": [-1] + [0] * 60}, "either ranks"),
 ])
 def test_a_bad_trace_file_is_one_line(tmp_path, line, message):
@@ -107,3 +108,14 @@ def test_the_search_grid_replays_a_traced_profile_as_estimate_does():
     shape = _static_shape("kary", (2, 2), tree, profile, 8)
     expected = replay(tree, trace)
     assert shape.expected_tokens == pytest.approx(expected.tokens_per_round) and shape.hit == pytest.approx(expected.hit_rate)
+
+
+def test_top_probs_on_some_runs_only_and_a_one_token_run_are_refused(tmp_path):
+    lines = [{"ranks": [-1] + [0] * 60, "top_probs": [[0.5, 0.2]] * 61}, {"ranks": [-1] + [0] * 60}]
+    path = _write(tmp_path, _greedy_trace(), lines=lines)
+    result = CliRunner().invoke(cli, ["acceptance", "show", str(path)])
+    assert result.exit_code == 2 and "every run or on none" in result.stderr
+    path = _write(tmp_path, _greedy_trace())
+    path.write_text(path.read_text().replace("run_tokens = 52", "run_tokens = 1"))
+    result = CliRunner().invoke(cli, ["acceptance", "show", str(path)])
+    assert result.exit_code == 2 and "integer >= 2" in result.stderr
