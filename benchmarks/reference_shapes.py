@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
 import numpy as np
 
 from dfvg_dse.reference import Model, ReferenceConfig
 from dfvg_dse.reference.tiny_lm import random_weights
 from dfvg_dse.specs import ModelSpec
+from reference_forward import time_forward  # a sibling script: benchmarks/ is on the path when run
 
 SHAPES = {"4x256 (shipped)": (4, 256, 4, 688), "10x160": (10, 160, 4, 432), "12x160": (12, 160, 4, 432),
           "16x128": (16, 128, 2, 344), "1x128 (shipped draft)": (1, 128, 2, 344)}
@@ -36,15 +36,6 @@ def build(layers: int, width: int, heads: int, ffn: int) -> Model:
     return model
 
 
-def forward_s(model: Model, n: int) -> float:
-    start_length = model.cache.length
-    start = time.perf_counter()
-    model.run(list(range(n)), np.arange(start_length, start_length + n), list(range(-1, n - 1)))
-    elapsed = time.perf_counter() - start
-    model.cache.keep(start_length, [])
-    return elapsed
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=100)
@@ -54,7 +45,7 @@ def main() -> None:
     for _ in range(args.repeats):
         for name, model in models.items():
             for n in TOKENS:
-                times[(name, n)].append(forward_s(model, n))
+                times[(name, n)].append(time_forward(model, n))
     for name, model in models.items():
         one = statistics.median(times[(name, 1)])
         params = sum(w.size for layer in model.weights.layers for w in (layer.qkv, layer.out, layer.up, layer.down))
