@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dfvg_dse.catalog.checkpoints import read_checkpoint
+from dfvg_dse.catalog.checkpoints import forward_settings, read_checkpoint
 from dfvg_dse.reference import Model, ReferenceConfig, generate_ar
 
 COMMON = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4, vocab_size=97,
@@ -58,8 +58,8 @@ def hf_model(family: str, overrides: dict | None = None, seed: int = 0):
 def reference_model(hf, folder: Path) -> Model:
     hf.save_pretrained(folder, safe_serialization=True)
     config, spec, tensors = read_checkpoint(folder)
-    return Model(tensors, ReferenceConfig(spec, rope_theta=float(config.get("rope_theta", 10000.0)),
-                                          rms_norm_eps=float(config.get("rms_norm_eps", 1e-6))))
+    rope, rms_norm_eps = forward_settings(folder, config, spec)
+    return Model(tensors, ReferenceConfig(spec, rope=rope, rms_norm_eps=rms_norm_eps))
 
 
 def hf_greedy(hf, prompt: list[int], new_tokens: int) -> list[int]:

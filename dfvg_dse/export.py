@@ -11,11 +11,11 @@ import json
 import os
 import re
 import shutil
-import tempfile
 from pathlib import Path
 
 import pandas as pd
 
+from dfvg_dse.files import atomic_write
 from dfvg_dse.report.tables import json_safe
 from dfvg_dse.specs import InputError
 
@@ -32,6 +32,8 @@ def run_dir(base: Path, run_id: str, force: bool = False, resume: bool = False) 
     if not RUN_ID.match(run_id):
         raise InputError(f"--run-id {run_id!r}: use letters, digits, '.', '_' and '-'")
     path = base / run_id
+    if base.exists() and not base.is_dir():
+        raise InputError(f"--results-dir {base}: not a folder")
     if resume:
         if not path.is_dir():
             raise InputError(f"--resume: no run folder {path}")
@@ -41,7 +43,10 @@ def run_dir(base: Path, run_id: str, force: bool = False, resume: bool = False) 
             raise InputError(f"{path}: already exists; pass --force to replace it or --resume to continue it")
         # kept aside until the new run has finished (drop_replaced), so a failed rerun loses nothing
         path.rename(base / f".{run_id}.replaced")
-    path.mkdir(parents=True)
+    try:
+        path.mkdir(parents=True)
+    except OSError as err:
+        raise InputError(f"--results-dir {base}: cannot create the run folder {path}: {err.strerror or err}") from None
     return path
 
 
@@ -67,20 +72,6 @@ def latest_run(base: Path, kind: str = "search") -> str:
     if not runs:
         raise InputError(f"{base}: no {kind} run to resume; pass --run-id")
     return max(runs)[1]
-
-
-def atomic_write(path: Path, write) -> Path:
-    """Call write(tmp_path), then rename the temporary file over `path`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
-    os.close(handle)
-    try:
-        write(Path(tmp))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 def write_json(path: Path, document) -> Path:
@@ -131,9 +122,27 @@ def write_records(path: Path, records: list[dict]) -> list[Path]:
     return write_table(path, pd.DataFrame(records))
 
 
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")  # what --plot options promise; matplotlib picks the format by suffix
+
+
+def check_plot_path(path: str | Path, option: str = "--plot") -> Path:
+    """A plot path with a supported suffix, checked before any work is done."""
+    path = Path(path)
+    if path.suffix.lower() not in PLOT_SUFFIXES:
+        raise InputError(f"{option} {path}: unsupported format {path.suffix or '(no suffix)'}; "
+                         f"use {', '.join(PLOT_SUFFIXES)}")
+    if path.is_dir():
+        raise InputError(f"{option} {path}: a folder, not a file name")
+    try:  # the folder is made now, so an unwritable place fails before the work, not after it
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError(f"{option} {path}: cannot create its folder: {err.strerror or err}") from None
+    return path
+
+
 def write_plot(path: Path, draw) -> Path:
     """draw(tmp_path) renders a figure; the file appears under `path` only when complete."""
-    return atomic_write(path, draw)
+    return atomic_write(check_plot_path(path), draw)
 
 
 def read_manifest(path: Path) -> dict:
@@ -147,18 +156,26 @@ def read_manifest(path: Path) -> dict:
         raise InputError(f"{manifest_path}: not valid JSON: {err.msg}") from None
 
 
-def read_run(path: Path) -> tuple[dict, pd.DataFrame]:
-    """A finished run's manifest and trial table (for `pareto` and `export`)."""
+def read_run(path: Path, sweeps: bool = False) -> tuple[dict, pd.DataFrame]:
+    """A finished run's manifest and trial table (for `pareto` and `export`). With `sweeps`, a sweep
+    run is read too: its grid.csv when it was saved, else its exact front (pareto.csv)."""
     manifest = read_manifest(path)
-    table = path / "trials.csv"
+    if manifest.get("kind") == "sweep":
+        if not sweeps:
+            raise InputError(f"{path}: a sweep run; export reads search runs, whose trials record each design's "
+                             "tree (run 'dfvg-dse search', or 'dfvg-dse estimate' for one design of the front)")
+        table = path / "grid.csv" if (path / "grid.csv").is_file() else path / "pareto.csv"
+    else:
+        table = path / "trials.csv"
     if manifest.get("status") == "running" or not table.is_file():
         raise InputError(f"{path}: not a finished run (still running, or stopped: finish it with --resume)")
     try:
         frame = pd.read_csv(table)
     except (OSError, ValueError) as err:
         raise InputError(f"{table}: cannot read: {err}") from None
-    needed = {"trial", "tokens_per_s_per_sequence", "j_per_token", "feasible", "draft_device", "verify_device",
-              "schedule"}
+    needed = {"tokens_per_s_per_sequence", "j_per_token", "feasible", "draft_device", "verify_device", "schedule"}
+    if manifest.get("kind") != "sweep":
+        needed.add("trial")
     if not needed <= set(frame.columns):
         raise InputError(f"{table}: missing columns {', '.join(sorted(needed - set(frame.columns)))}")
     return manifest, frame

@@ -1,4 +1,4 @@
-"""Design-space search: the sole optuna user (model.md §9).
+"""Design-space search: the sole optuna user (docs/search.md).
 
 `suggest_point` is the only place parameter names are spelled. The objective returns tokens/s (to
 maximise) and J/token (to minimise) from the vectorised closed forms of pipeline/grid.py;

@@ -1,4 +1,5 @@
-"""Discrete-event twin of the pipeline (model.md §6): rounds one after another, with sampled outcomes.
+"""Discrete-event twin of the pipeline (docs/pipeline.md, "Closed form against the simulator"):
+rounds one after another, with sampled outcomes.
 
 It shares only the stage costs (costs/) and the dynamic-drafting sampler (acceptance/) with the
 closed forms of pipeline/, never their algebra, so it cross-checks them:

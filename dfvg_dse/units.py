@@ -17,7 +17,8 @@ USD_PER_S = "price"
 COUNT = "count"
 FRACTION = "fraction"
 
-# unit -> (dimension, factor to SI). GB/s = 1e9 B/s (hardware.md §0); Gb/s counts bits.
+# unit -> (dimension, factor to SI). GB/s = 1e9 B/s, the decimal prefix vendor datasheets print
+# (docs/data-format.md, "Quantities"); Gb/s counts bits.
 UNITS: dict[str, tuple[str, float]] = {
     "TFLOPS": (FLOP_PER_S, 1e12),
     "TOPS": (FLOP_PER_S, 1e12),
@@ -61,6 +62,7 @@ DTYPE_BYTES: dict[str, float] = {
     "int8": 1.0,
     "fp8": 1.0,
     "int4": 0.5,
+    "fp4": 0.5,  # FP4 (E2M1) values; the block scales (NVFP4: one FP8 scale per 16 values) are not counted
 }
 
 # Canonical compute dtype for a storage dtype: which peak ops/s a forward runs at.
@@ -72,9 +74,12 @@ DTYPE_COMPUTE: dict[str, str] = {
     "bfloat16": "bf16",
     "bf16": "bf16",
     "int8": "int8",
-    # A device without an fp8 peak (A100, RTX 3090) runs fp8 weights through its fp16 path.
+    # fp8 and fp4 run at the device's fp8 / fp4 tensor peak. A device without one (A100, RTX 3090:
+    # no fp8; everything before Blackwell: no fp4) falls back to a wider rate, which
+    # DeviceSpec.compute_peak reports and the cost layer turns into a warning (docs/cost-model.md §4).
     "fp8": "fp8",
-    # Weight-only int4 dequantises to fp16 before the matmul.
+    "fp4": "fp4",
+    # Weight-only int4 dequantises to fp16 before the matmul, by definition: no fallback, no warning.
     "int4": "fp16",
 }
 

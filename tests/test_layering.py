@@ -13,7 +13,8 @@ MAX_CODE_LINES = 400
 ALLOWED = {
     "units": set(),
     "specs.*": {"units"},
-    "catalog.*": {"units", "specs"},
+    "files": {"units", "specs"},
+    "catalog.*": {"units", "specs", "files"},
     "costs.*": {"units", "specs"},
     "acceptance.*": {"units", "specs"},
     "tree.*": {"units", "specs", "acceptance"},
@@ -23,9 +24,9 @@ ALLOWED = {
     "validation.*": {"units", "specs", "costs", "acceptance", "tree", "pipeline", "reference"},
     "search": {"units", "specs", "pipeline", "tree"},
     "report.*": {"units", "specs", "costs", "acceptance", "tree", "pipeline", "sim", "search"},
-    "export": {"units", "specs", "report", "search", "tree"},
+    "export": {"units", "specs", "files", "report", "search", "tree"},
     "cli.*": {"units", "specs", "catalog", "report", "acceptance", "tree", "pipeline", "sim", "search", "export",
-              "reference", "validation", "__init__"},
+              "reference", "validation", "files", "__init__"},
     "__init__": {"units", "specs", "catalog"},
     "__main__": {"cli"},
 }

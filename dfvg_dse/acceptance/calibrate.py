@@ -1,4 +1,4 @@
-"""Fit acceptance profiles from traces of real rounds (model.md §4; docs/trace-format.md).
+"""Fit acceptance profiles from traces of real rounds (docs/acceptance-and-trees.md; docs/trace-format.md).
 
 A round is a drafted tree (parents, ranks, draft confidences) and the accepted path (node indices
 from the root). Estimators:

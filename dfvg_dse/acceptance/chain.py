@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-# Team convention (landscape.md §2.1): speedups within this relative tolerance are a tie, and the
-# smallest gamma wins (fewer wasted draft tokens and ops).
+# Team convention (docs/acceptance-and-trees.md, "Formulas"; Leviathan et al. give no tie rule):
+# speedups within this relative tolerance are a tie, and the smallest gamma wins (fewer wasted
+# draft tokens and ops).
 TIE_RTOL = 1e-9
 
 

@@ -1,4 +1,4 @@
-"""Dynamic drafting: the tree grows from the draft's own confidences (model.md §5).
+"""Dynamic drafting: the tree grows from the draft's own confidences (docs/acceptance-and-trees.md, "Dynamic drafting").
 
 Rules:
 - ADAPT (DFVG, ASPLOS 2026, §4.2, from the paper's prose): level by level, keep the children of
@@ -13,7 +13,7 @@ Rules:
   is a tree).
 - DuoDecoding (Lv et al., arXiv 2503.00784): k sequences of gamma / k tokens from the top-k first
   tokens, k from the top-8 first-token probabilities against l_1 x q(second | first), rounded
-  down to a divisor of gamma (T12 in landscape.md).
+  down to a divisor of gamma (KaiLv69/DuoDecoding src/model_cpu.py, generate_k_seq).
 
 Given the confidences drawn for a round, the expected tokens of the drafted tree are exact:
 F = 1 + sum over drafted nodes of prod g(q) along the path (siblings exclusive). The expectation
@@ -121,7 +121,8 @@ def _gather(a: np.ndarray, idx: np.ndarray) -> np.ndarray:
 
 def simulate_adapt(profile: AcceptanceProfile, rule: AdaptRule, rounds: int = 20000, seed: int = 0,
                    ranks: int = 16) -> DynamicEstimate:
-    """Expected tokens, nodes per level and depth of ADAPT drafting (model.md §5)."""
+    """Expected tokens, nodes per level and depth of ADAPT drafting (docs/acceptance-and-trees.md,
+    "Dynamic drafting")."""
     model, fixed = _confidences(profile, ranks)
     exact = model is None and rule.temperature == 0  # a fixed tree: F is the same in every round
     rng = np.random.default_rng(seed)

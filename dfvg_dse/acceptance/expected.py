@@ -50,7 +50,7 @@ def expected_tokens_many(trees: Sequence[TreeSpec], profile: AcceptanceProfile) 
 
 def expected_tokens_sequences(rank_probs, k: int, length: int) -> float:
     """Closed form for k independent sequences of `length` tokens under a rank vector:
-    F = 1 + (p_1 + ... + p_k) (1 - p_1^L) / (1 - p_1) (landscape.md §2.2)."""
+    F = 1 + (p_1 + ... + p_k) (1 - p_1^L) / (1 - p_1) (derived from Sequoia's F(T), arXiv 2402.12374, Prop 3.4)."""
     p = np.asarray(rank_probs, dtype=float)
     p1 = p[0]
     head = p[:k].sum()

@@ -1,18 +1,44 @@
 """Reader of Hugging Face checkpoint folders for the reference decoder: config.json plus
 *.safetensors (sharded or not), through the safetensors numpy API — never pickle. Every tensor
-the family needs must be present with its shape; problems are one CatalogError line."""
+the family needs must be present with its shape; problems are one CatalogError line. What the
+forward needs beyond the shapes (rotary embedding, RMSNorm eps) comes from `forward_settings`."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
 from dfvg_dse.catalog._io import read_json
-from dfvg_dse.catalog.errors import CatalogError
+from dfvg_dse.catalog.errors import CatalogError, DataError
 from dfvg_dse.catalog.models import model_spec_from_hf_config
+from dfvg_dse.catalog.rope import rope_spec_from_hf_config
 from dfvg_dse.specs import ModelSpec
 from dfvg_dse.specs.checkpoint import checkpoint_tensor_shapes
+from dfvg_dse.specs.rope import RopeSpec
+
+RMS_NORM_EPS_DEFAULT = 1e-6  # LlamaConfig, MistralConfig, Qwen2Config and Qwen3Config's default
+
+
+class ForwardSettings(NamedTuple):
+    """The reference engine's numerics of a checkpoint beyond its shape (ReferenceConfig's fields)."""
+
+    rope: RopeSpec
+    rms_norm_eps: float
+
+
+def forward_settings(folder: str | Path, config: dict, spec: ModelSpec) -> ForwardSettings:
+    """Rotary embedding (transformers 4 or 5 style, catalog/rope.py) and RMSNorm eps of a
+    checkpoint's config.json (`config`, as read_checkpoint returned it)."""
+    path = Path(folder) / "config.json"
+    if spec.family == "opt":  # learned positions and LayerNorm: neither applies
+        return ForwardSettings(RopeSpec(), RMS_NORM_EPS_DEFAULT)
+    eps = config.get("rms_norm_eps")
+    eps = RMS_NORM_EPS_DEFAULT if eps is None else eps
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps < 1:
+        raise DataError(path, "config.rms_norm_eps", eps, "must be a number in (0, 1)")
+    return ForwardSettings(rope_spec_from_hf_config(path, config, spec.head_dim, spec.max_positions), float(eps))
 
 
 def read_checkpoint(folder: str | Path) -> tuple[dict, ModelSpec, dict]:

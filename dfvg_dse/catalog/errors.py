@@ -5,6 +5,8 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
+from dfvg_dse.specs.hardware import show_value
+
 _MISSING = object()
 
 
@@ -16,8 +18,7 @@ class DataError(CatalogError):
     """A bad field in a data file."""
 
     def __init__(self, path: Path | str, field: str, value: object, allowed: str):
-        text = repr(value)
-        shown = "missing" if value is _MISSING else f"= {text if len(text) <= 60 else text[:57] + '...'}"
+        shown = "missing" if value is _MISSING else f"= {show_value(value)}"
         super().__init__(f"{path}: field '{field}' {shown}: {allowed}")
 
 
@@ -25,9 +26,18 @@ class UnknownNameError(CatalogError):
     """A name that is not in the catalog; the message suggests the closest known names."""
 
     def __init__(self, what: str, name: str, known: list[str], note: str = ""):
-        close = difflib.get_close_matches(name.lower(), known, n=3, cutoff=0.5)
+        close = difflib.get_close_matches(name.lower()[:200], known, n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         note = f" ({note})" if note else ""
-        super().__init__(f"unknown {what} '{name}'{note}{hint}; known: {', '.join(known)}")
+        shown = ", ".join(known[:SHOWN_NAMES]) + (f", ... ({len(known)} in all)" if len(known) > SHOWN_NAMES else "")
+        super().__init__(f"unknown {what} '{shorten(name)}'{note}{hint}; known: {shown or 'none'}")
+
+
+SHOWN_NAMES = 8  # a one-line error lists this many known names; the `list` commands show them all
+
+
+def shorten(text: str, limit: int = 60) -> str:
+    """A user's value as echoed in a one-line message: at most `limit` characters."""
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 

@@ -26,7 +26,9 @@ _COMMON = {
     "draft_round_overhead": (units.SECONDS, False, False),
     "price_per_hour": (units.USD_PER_S, False, True),
 }
-_PEAKS = {f"peak_{d}": (units.FLOP_PER_S, False, True) for d in ("fp16", "bf16", "fp32", "int8", "fp8", "fp16_fp16acc")}
+# Dense tensor peaks per dtype; a missing one falls back with a warning (specs.DeviceSpec.compute_peak).
+_PEAKS = {f"peak_{d}": (units.FLOP_PER_S, False, True)
+          for d in ("fp16", "bf16", "fp32", "int8", "fp8", "fp4", "fp16_fp16acc")}
 QUANTITY_FIELDS = {
     "gpu": {**_COMMON, **_PEAKS, "peak_fp16": (units.FLOP_PER_S, True, True), "onchip_sram": (units.BYTES, False, True)},
     "cpu": {**_COMMON, **_PEAKS, "peak_fp32": (units.FLOP_PER_S, True, True), "cores": (units.COUNT, True, True),

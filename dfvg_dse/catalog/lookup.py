@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -26,11 +25,70 @@ from dfvg_dse.catalog.errors import CatalogError, UnknownNameError
 from dfvg_dse.catalog.hardware import parse_defaults, parse_device, parse_link
 from dfvg_dse.catalog.models import model_document, model_spec_from_hf_config, parse_model
 from dfvg_dse.catalog.profiles import parse_profile, profile_document, read_tree_document
-from dfvg_dse.specs import AcceptanceProfile, CalibrationDefaults, DeviceSpec, InputError, LinkSpec, ModelSpec
+from dfvg_dse.files import atomic_write
+from dfvg_dse.specs import (AcceptanceProfile, CalibrationDefaults, DeviceSpec, InputError, LinkSpec, ModelSpec,
+                            SpecError)
 
 ENV_DIRS = {"models": "DFVG_DSE_MODELS_DIR", "hwdb": "DFVG_DSE_HWDB_DIR"}
 HW_KINDS = ("fpga", "gpu", "cpu", "link")
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+FILE_SUFFIXES = (".json", ".toml", ".jsonl")  # a SPEC ending so is meant as a file
+MAX_SHOWN = 60  # characters of a user's value echoed in a message
+
+
+def shorten(text: str, keep_end: bool = False) -> str:
+    """A user's text cut to MAX_SHOWN characters with an ellipsis, so a message stays one short line
+    (a path keeps its end: the file name says more than the folders)."""
+    if len(text) <= MAX_SHOWN:
+        return text
+    return "..." + text[3 - MAX_SHOWN:] if keep_end else text[:MAX_SHOWN - 3] + "..."
+
+
+def shown(value, keep_end: bool = False) -> str:
+    """A user's value for a one-line message: its repr, shortened (inside the quotes)."""
+    text = repr(value)
+    if len(text) <= MAX_SHOWN or not keep_end:
+        return shorten(text)
+    return text[0] + "..." + text[4 - MAX_SHOWN:]
+
+
+def _is_file(path: Path) -> bool:
+    """Path.is_file that says False for a name the OS cannot hold (too long, a NUL byte)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def existing_file(path: str | Path, what: str) -> Path:
+    """A FILE option's value as a Path; one short line when it names no file (or a folder)."""
+    if _is_file(Path(path)):
+        return Path(path)
+    if spec_file(str(path), what) is None:  # raises for folders and path-like names
+        raise InputError(f"{what}: no such file: {shown(str(path), True)}")
+    return Path(path)
+
+
+def spec_file(spec: str, what: str) -> Path | None:
+    """The file that a `--x SPEC or FILE` value names, or None when the value is an inline SPEC.
+
+    An existing file wins. A value that looks like a path (a separator, or a .json/.toml/.jsonl
+    suffix) but is no file is an error ("no such file"), not the inline syntax's help. Anything
+    else, including a string too long to be a file name, is inline.
+    """
+    path = Path(spec)
+    if _is_file(path):
+        return path
+    try:
+        folder = path.is_dir()
+    except (OSError, ValueError):
+        folder = False
+    if folder:
+        raise InputError(f"{what}: {shown(spec, True)} is a folder, not a file")
+    separators = {os.sep, "/"} | ({os.altsep} if os.altsep else set())
+    if any(sep in spec for sep in separators) or spec.lower().endswith(FILE_SUFFIXES):
+        raise InputError(f"{what}: no such file: {shown(spec, True)}")
+    return None
 
 
 def shipped_data_dir(which: str) -> Path:
@@ -102,9 +160,14 @@ class Catalog:
         return self.hwdb_dirs[0]
 
     @staticmethod
+    def is_file(path: str | Path) -> bool:
+        """Whether `path` names a file; False (no OSError) for a string the OS cannot hold as a name."""
+        return _is_file(Path(path))
+
+    @staticmethod
     def _find(dirs: tuple[Path, ...], relative: str) -> Path | None:
         for directory in dirs:
-            if (directory / relative).is_file():
+            if _is_file(directory / relative):
                 return directory / relative
         return None
 
@@ -191,44 +254,58 @@ class Catalog:
             raise UnknownNameError("acceptance profile", name, sorted(paths))
         return parse_profile(paths[name], read_toml(paths[name]))
 
+    def pair_profile(self, target: str, draft: str) -> AcceptanceProfile:
+        """The shipped (or your) profile of a target/draft pair, the default when no --acceptance is given."""
+        name = f"{target}/{draft}"
+        if name not in self._profile_paths():
+            raise CatalogError(f"no acceptance profile for {name}; pass --acceptance SPEC (0.8, a rank vector "
+                               "0.63,0.11,0.06, pair:NAME from 'dfvg-dse acceptance list', or a profile file)")
+        return self.profile(name)
+
     def profile_document(self, name: str) -> dict:
         """The profile file as written (metadata such as target, draft, workload, fit); `name` is a
         catalog profile or a profile file."""
         paths = self._profile_paths()
-        if name not in paths and Path(name).is_file():
+        if name not in paths and _is_file(Path(name)):
             return {**read_toml(Path(name)), "path": name}
         if name not in paths:
-            raise UnknownNameError("acceptance profile", name, sorted(paths))
+            raise UnknownNameError("acceptance profile", shorten(name), sorted(paths))
         return {**read_toml(paths[name]), "path": str(paths[name])}
 
     def acceptance(self, spec: str) -> AcceptanceProfile:
         """An acceptance SPEC: 0.8 (i.i.d. alpha), 0.63,0.11,0.06 (rank vector), pair:NAME, or a file."""
         text = spec.strip()
         if text.startswith("pair:"):
-            return self.profile(text[5:])
-        if Path(text).is_file():
-            return parse_profile(Path(text), read_toml(Path(text)))
-        if text.endswith((".toml", ".json")) or "/" in text:
-            raise InputError(f"acceptance {spec!r}: no such profile file")
+            name = text[5:]
+            if name not in self._profile_paths():
+                raise UnknownNameError("acceptance profile", shorten(name), self.profile_names())
+            return self.profile(name)
+        path = spec_file(text, "acceptance")
+        if path is not None:
+            return parse_profile(path, read_toml(path))
         try:
             values = tuple(float(x) for x in text.split(","))
         except ValueError:
-            raise InputError(f"acceptance {spec!r}: expected a number (0.8), a rank vector (0.63,0.11,0.06), "
-                             f"pair:NAME ({', '.join(self.profile_names())}) or a profile file") from None
+            raise InputError(f"acceptance {shown(text)}: expected a number (0.8), a rank vector (0.63,0.11,0.06), "
+                             "pair:NAME (see 'dfvg-dse acceptance list') or a profile file") from None
         kind = "alpha" if len(values) == 1 else "rank vector"
-        return AcceptanceProfile(f"{kind} {text}", values, source="command line")
+        try:
+            return AcceptanceProfile(f"{kind} {text}", values, source="command line")
+        except SpecError as err:  # name the option: the field alone (rank_probs[0]) means nothing to the user
+            where = f"value {int(err.field[11:-1]) + 1}" if err.field.startswith("rank_probs[") else "the sum"
+            raise InputError(f"acceptance {shown(text)}: {where} = {shown(err.value)}: {err.allowed}") from None
 
     def tree_document(self, spec: str) -> dict | None:
-        """A tree given as a file or as published:NAME (models/trees/NAME.toml); None for other SPECs."""
+        """A tree given as a file or as published:NAME (models/trees/NAME.toml); None for inline SPECs
+        (see spec_file for which strings are files)."""
         if spec.startswith("published:"):
             name = spec.split(":", 1)[1]
             path = self._find(self.models_dirs, f"trees/{name}.toml") if NAME_RE.match(name) else None
             if path is None:
-                raise UnknownNameError("published tree", name, self._names(self.models_dirs, "trees"))
+                raise UnknownNameError("published tree", shorten(name), self._names(self.models_dirs, "trees"))
             return read_tree_document(path)
-        if Path(spec).is_file():
-            return read_tree_document(Path(spec))
-        return None
+        path = spec_file(spec.strip(), "tree")
+        return None if path is None else read_tree_document(path)
 
     @staticmethod
     def read_checkpoint(folder: str | Path, role: str = "target"):
@@ -252,7 +329,10 @@ class Catalog:
     @staticmethod
     def read_study(path: str | Path) -> dict:
         """A study file (TOML): [models], [hardware] and [space] tables (docs/search.md)."""
-        data = read_toml(Path(path))
+        data = read_toml(existing_file(path, "study"))
+        if not data:  # an empty file would search the default space without a word
+            raise CatalogError(f"{path}: an empty study; give a [models], [hardware] or [space] table "
+                               "(docs/search.md), or leave --study out for the default space")
         for key in data:
             if key not in ("models", "hardware", "space"):
                 raise CatalogError(f"{path}: unknown table [{key}]; allowed: [models], [hardware], [space]")
@@ -261,12 +341,12 @@ class Catalog:
     @staticmethod
     def read_trace(path: str | Path) -> list[tuple[int, dict]]:
         """A decoding trace (docs/trace-format.md): (line number, round object) pairs."""
-        return read_jsonl(Path(path))
+        return read_jsonl(existing_file(path, "trace"))
 
     @staticmethod
     def read_reference_prompts(path: str | Path | None = None, split: str | None = None) -> list[dict]:
         """Prompt set of the reference decoder (JSONL: id, split, source, text); the shipped one by default."""
-        path = Path(path) if path else shipped_data_dir("models") / "reference" / "prompts.jsonl"
+        path = existing_file(path, "prompts") if path else shipped_data_dir("models") / "reference" / "prompts.jsonl"
         prompts = []
         for line, raw in read_jsonl(path):
             if not isinstance(raw.get("text"), str) or not raw["text"]:
@@ -282,10 +362,7 @@ class Catalog:
         target = Path(path)
         if target.exists() and not force:
             raise CatalogError(f"{target}: already exists; pass --force to replace it")
-        try:
-            write_toml_atomic(target, profile_document(profile, meta))
-        except OSError as err:
-            raise CatalogError(f"{target}: cannot write: {err.strerror or err}") from None
+        write_toml_atomic(target, profile_document(profile, meta))
         parse_profile(target, read_toml(target))
         return target
 
@@ -303,11 +380,12 @@ class Catalog:
         target = target_dir / f"{name}.toml"
         if target.exists() and not force:
             raise CatalogError(f"{target}: already exists; pass --force to replace it")
+        shadowed = self._find(self.models_dirs, f"{name}.toml")
+        if shadowed is not None and shadowed.resolve() != target.resolve() and not force:
+            raise CatalogError(f"--name {name}: {shadowed} has this name, and your file would take its place in "
+                               "every command; pick another name, or pass --force to shadow it")
         document = model_document(config, name, source or f"imported from {config_path.resolve()}", tag)
-        try:
-            write_toml_atomic(target, document)
-        except OSError as err:
-            raise CatalogError(f"{target}: cannot write: {err.strerror or err}") from None
+        write_toml_atomic(target, document)
         parse_model(target, read_toml(target))  # the file we wrote must read back
         return target, spec
 
@@ -316,12 +394,9 @@ def write_toml_atomic(path: Path, document: dict) -> None:
     """Write a TOML document through a temporary file and a rename, so no half file is left."""
     import tomli_w  # only the import path writes TOML
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(handle, "wb") as out:
-            tomli_w.dump(document, out)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        atomic_write(path, lambda tmp: tmp.write_bytes(tomli_w.dumps(document).encode()))
+    except InputError as err:  # the folder cannot be made or written: a catalog problem, one line
+        raise CatalogError(str(err)) from None
+    except OSError as err:
+        raise CatalogError(f"{path}: cannot write: {err.strerror or err}") from None

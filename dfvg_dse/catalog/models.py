@@ -6,6 +6,9 @@ Family traits follow the transformers implementations: llama (RMSNorm, gated SiL
 attention/MLP biases), mistral (as llama, no biases), qwen2 (q/k/v biases), qwen3 (q/k RMSNorm,
 optional attention bias), opt (LayerNorm, ReLU FFN with 2 matrices, biases everywhere, learned
 positions with an offset of 2, optional 512-wide embedding projection, post-LN for OPT-350M).
+The rotary embedding of the llama-like families is checked here too (catalog/rope.py, both
+transformers 4 and 5 config styles), and mixture-of-experts configs are refused: they are not
+modelled yet, and reading one as the dense model of the same width would be silently wrong.
 """
 
 from __future__ import annotations
@@ -16,12 +19,16 @@ from typing import Any
 from dfvg_dse import units
 from dfvg_dse.catalog._io import ModelEntry, parse_quantity, read_provenance, read_string
 from dfvg_dse.catalog.errors import _MISSING, DataError
+from dfvg_dse.catalog.rope import rope_spec_from_hf_config
 from dfvg_dse.specs import FAMILIES, ModelSpec, SpecError
 
 # OPT's learned position table has max_position_embeddings + 2 rows (transformers'
 # OPTLearnedPositionalEmbedding offset).
 OPT_POSITION_OFFSET = 2
 DTYPE_KEYS = ("torch_dtype", "dtype")  # transformers >= 4.56 writes `dtype`
+# Expert counts as transformers' MoE configs name them: Qwen2/3-MoE, Mixtral, DeepSeek-V2/V3, others.
+MOE_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts", "num_routed_experts",
+            "n_experts")
 
 
 def _int(path, config: dict, key: str, default: Any = _MISSING) -> int:
@@ -104,6 +111,11 @@ CONFIG_KEY = {"n_layers": "num_hidden_layers", "d_model": "hidden_size", "n_head
 def model_spec_from_hf_config(path: Path | str, config: dict, name: str, display_name: str = "",
                               source: str = "") -> ModelSpec:
     """Map Hugging Face config.json fields onto a ModelSpec; problems name `path` and the key."""
+    for key in MOE_KEYS:
+        experts = config.get(key)
+        if isinstance(experts, (int, float)) and not isinstance(experts, bool) and experts > 1:
+            raise DataError(path, f"config.{key}", experts, "a mixture-of-experts model: MoE targets are not "
+                            "modelled yet (dense models only)")
     family = config.get("model_type", _MISSING)
     if not isinstance(family, str) or family not in FAMILIES:
         raise DataError(path, "config.model_type", family, f"allowed families: {', '.join(FAMILIES)}")
@@ -115,10 +127,13 @@ def model_spec_from_hf_config(path: Path | str, config: dict, name: str, display
         raise DataError(path, "config.num_key_value_heads", fields["n_kv_heads"],
                         f"must divide num_attention_heads ({heads})")
     dtype = _dtype(path, config)
+    max_positions = _int(path, config, "max_position_embeddings")
+    if family != "opt":  # checked here so that `models import` refuses what the reference engine could not run
+        rope_spec_from_hf_config(path, config, fields["head_dim"], max_positions)
     try:
         return ModelSpec(name=name, family=family, n_layers=_int(path, config, "num_hidden_layers"), d_model=hidden,
                          n_heads=heads, vocab_size=_int(path, config, "vocab_size"),
-                         max_positions=_int(path, config, "max_position_embeddings"), weight_dtype=dtype,
+                         max_positions=max_positions, weight_dtype=dtype,
                          kv_dtype=dtype, display_name=display_name or name, source=source, **fields)
     except SpecError as err:
         raise DataError(path, f"config.{CONFIG_KEY.get(err.field, err.field)}", err.value, err.allowed) from None

@@ -6,6 +6,7 @@ and exit code 2. With --json, stdout holds one JSON document and nothing else.
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 import sys
@@ -30,8 +31,69 @@ class Interrupted(click.ClickException):
     exit_code = 130
 
 
+def _stop_children() -> None:
+    """Terminate and wait for every process this one started through multiprocessing and still
+    runs, so the Ctrl-C line is true when printed. The stage runtimes stop their own on the way
+    out; this catches one the interrupt reached between two of their steps. Children ignore SIGINT
+    (reference/stages.py), so SIGTERM, then SIGKILL."""
+    multiprocessing = sys.modules.get("multiprocessing")
+    if multiprocessing is None:  # never imported: nothing was started
+        return
+    from dfvg_dse.reference.stages import interrupts_deferred  # imported only once processes exist
+
+    try:
+        with interrupts_deferred():  # a second Ctrl-C waits until they are gone, then is the same one
+            for process in multiprocessing.active_children():
+                process.terminate()
+                process.join(timeout=2.0)
+                if process.is_alive():
+                    process.kill()
+                    process.join()
+    except KeyboardInterrupt:
+        pass
+
+
+class _Command(click.Command):
+    """Every command: an option or argument given as an empty string is a usage error, never its default."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        rest = super().parse_args(ctx, args)
+        for param in self.params:
+            value = ctx.params.get(param.name)
+            if (isinstance(value, str) and not value.strip()
+                    and ctx.get_parameter_source(param.name) is click.core.ParameterSource.COMMANDLINE):
+                hint = "; leave the option out for its default" if isinstance(param, click.Option) else ""
+                raise click.BadParameter(f"empty value{hint}", ctx=ctx, param=param)
+        return rest
+
+
 class _Group(click.Group):
-    """Root group: library errors become UserError, and every usage error prints one line, exit 2."""
+    """Root group: library errors become UserError, and every usage error prints one line, exit 2.
+    Its subgroups are of this class too, and their commands are _Command.
+
+    The root loads a command's module only when that command runs (LAZY_COMMANDS: name -> module
+    and short help), so `--help` or `cost` never pays for optuna, pandas or scipy.stats."""
+
+    command_class = _Command
+    group_class = type
+    lazy_commands: dict[str, tuple[str, str]] = {}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(self.commands) | set(self.lazy_commands))
+
+    def get_command(self, ctx: click.Context, name: str):
+        if name not in self.commands and name in self.lazy_commands:
+            importlib.import_module(f"dfvg_dse.cli.{self.lazy_commands[name][0]}")  # registers its commands
+        return self.commands.get(name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(map(len, names), default=0)
+        rows = [(name, self.commands[name].get_short_help_str(limit) if name in self.commands
+                 else click.utils.make_default_short_help(self.lazy_commands[name][1], limit)) for name in names]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context):
         try:
@@ -39,6 +101,7 @@ class _Group(click.Group):
         except (CatalogError, InputError) as err:
             raise UserError(str(err)) from None
         except KeyboardInterrupt:  # caught before click's own handler, which prints a blank line first
+            _stop_children()
             raise Interrupted("interrupted (Ctrl-C); nothing was left running") from None
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
@@ -88,8 +151,46 @@ def parse_int_list(text: str, name: str, minimum: int) -> list[int]:
     return values
 
 
+def given_options(ctx: click.Context, names: list[str]) -> list[str]:
+    """The options among `names` (parameter names) that the user set on the command line, as spelled there."""
+    by_name = {param.name: param for param in ctx.command.params}
+    return [by_name[name].opts[0] for name in names
+            if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE]
+
+
+def refuse_unused(ctx: click.Context, names: list[str], why: str) -> None:
+    """One line naming every option in `names` that was given although `why` makes it unused (never ignored)."""
+    unused = given_options(ctx, names)
+    if unused:
+        raise InputError(f"{', '.join(unused)}: not used {why}; leave {'it' if len(unused) == 1 else 'them'} out")
+
+
 def emit_json(document) -> None:
     click.echo(json.dumps(json_safe(document), indent=2, allow_nan=False))
+
+
+def emit_json_list(items) -> None:
+    """A JSON list written item by item (the same text as emit_json of the whole list), so a long
+    iterator of records never sits in memory at once."""
+    first = True
+    for item in items:
+        text = json.dumps(json_safe(item), indent=2, allow_nan=False).replace("\n", "\n  ")
+        click.echo(("[\n  " if first else ",\n  ") + text, nl=False)
+        first = False
+    click.echo("[]" if first else "\n]")
+
+
+MAX_WARNINGS_SHOWN = 5  # a sweep over many points warns once per kind of problem, not once per point
+
+
+def emit_warnings(warnings) -> None:
+    """Warnings on stderr, one line each, the first MAX_WARNINGS_SHOWN distinct ones (--json keeps all)."""
+    distinct = list(dict.fromkeys(warnings))
+    for warning in distinct[:MAX_WARNINGS_SHOWN]:
+        click.echo(f"warning: {warning}", err=True)
+    if len(distinct) > MAX_WARNINGS_SHOWN:
+        click.echo(f"warning: ... and {len(distinct) - MAX_WARNINGS_SHOWN:,} more like these (--json lists "
+                   "every warning with its point)", err=True)
 
 
 def emit_table(rows: list[list[str]], header: list[str]) -> None:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
-from dfvg_dse.acceptance import (AdaptRule, DuoRule, Eagle2Rule, check_round, fit_profile, greedy_acceptance,
+from dfvg_dse.acceptance import (AdaptRule, DuoRule, Eagle2Rule, acceptance_warnings, check_round, fit_profile, greedy_acceptance,
                                  sequoia_acceptance, sequoia_output, simulate_adapt, simulate_duodecoding,
                                  simulate_eagle2, single_token_acceptance, specinfer_acceptance, specinfer_output)
-from dfvg_dse.cli._base import catalog_of, cli, emit_json, emit_table
+from dfvg_dse.cli._base import catalog_of, cli, emit_json, emit_table, emit_warnings
 from dfvg_dse.report import dynamic_record, profile_record, tree_record
 from dfvg_dse.specs import InputError, TreeSpec
 from dfvg_dse.tree import draw_tree, from_document, optimal_tree, parse_tree_spec
@@ -38,8 +36,9 @@ def tree_expected(ctx: click.Context, acceptance_spec: str, tree_spec: str, as_j
     """Expected tokens per round F(T) of a static tree (bonus token included)."""
     record = tree_record(_tree(ctx, tree_spec), catalog_of(ctx).acceptance(acceptance_spec))
     if as_json:
-        emit_json({k: record[k] for k in ("expected_tokens", "nodes", "depth", "budget", "level_widths")})
+        emit_json({k: record[k] for k in ("expected_tokens", "nodes", "depth", "budget", "level_widths", "warnings")})
         return
+    emit_warnings(record["warnings"])
     click.echo(f"F(T) = {record['expected_tokens']:.4f} tokens per round ({record['budget']} draft tokens, "
                f"depth {record['depth']}, {record['nodes']} nodes with the root)")
 
@@ -61,6 +60,7 @@ def tree_optimize(ctx: click.Context, acceptance_spec: str, budget: int, max_dep
     if as_json:
         emit_json(record)
         return
+    emit_warnings(record["warnings"])
     click.echo(f"best F(T) = {record['expected_tokens']:.4f} with {record['budget']} draft tokens, depth "
                f"{record['depth']}, widths {record['level_widths']} ({result.method})")
     click.echo(f"choices: {record['choices']}")
@@ -77,6 +77,8 @@ def tree_show(ctx: click.Context, tree_spec: str, acceptance_spec: str | None) -
     profile = catalog_of(ctx).acceptance(acceptance_spec) if acceptance_spec else None
     for line in draw_tree(spec, profile):
         click.echo(line)
+    if profile is not None:
+        emit_warnings(acceptance_warnings(profile, spec))
 
 
 @tree.command("dynamic")
@@ -151,7 +153,7 @@ def acceptance_show(ctx: click.Context, profile: str, as_json: bool) -> None:
     """One profile (a name from `acceptance list`, pair:NAME or a file): rank vector, depth x rank, confidences."""
     catalog = catalog_of(ctx)
     name = profile[5:] if profile.startswith("pair:") else profile
-    document = catalog.profile_document(name) if name in catalog.profile_names() or Path(profile).is_file() \
+    document = catalog.profile_document(name) if name in catalog.profile_names() or catalog.is_file(profile) \
         else {"path": profile}
     spec = catalog.profile(name) if name in catalog.profile_names() else catalog.acceptance(profile)
     record = profile_record(spec, document)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from dfvg_dse.catalog import HW_KINDS
-from dfvg_dse.cli._base import MAX_POINTS, catalog_of, cli, emit_json, emit_table, parse_int_list
+from dfvg_dse.cli._base import (MAX_POINTS, catalog_of, cli, emit_json, emit_json_list, emit_table, emit_warnings,
+                              parse_int_list)
 from dfvg_dse.report import cost_records, device_inputs, hw_record, hw_summary, model_record
 from dfvg_dse.specs import InputError
 from dfvg_dse.units import DTYPE_BYTES, TAGS
@@ -136,20 +137,23 @@ def cost(ctx: click.Context, model_name: str, device_name: str, tokens: str, con
                          f"at most {MAX_POINTS:,} per call")
     records = cost_records(model, device, *grid)
     if as_json:
-        emit_json(records[0] if len(records) == 1 else records)
+        points = len(grid[0]) * len(grid[1]) * len(grid[2])
+        emit_json(next(records)) if points == 1 else emit_json_list(records)
         return
-    first = records[0]
+    rows, warnings, first = [], [], None
+    for r in records:  # rows as text only: the records themselves are not kept
+        first = first or r
+        rows.append([r["tokens"], r["context"], r["batch"], f"{r['time_s'] * 1e3:.3f}", f"{r['tokens_per_s']:.1f}",
+                     r["bound"], f"{r['flops']:.3e}", f"{r['bytes']:.3e}",
+                     ("yes" if r["memory_fit"]["fits"] else "NO") + f" ({r['memory_fit']['required_bytes'] / 1e9:.3g} "
+                     f"of {r['memory_fit']['capacity_bytes'] / 1e9:.3g} GB)"])
+        warnings.extend(r["warnings"])
     click.echo(f"{model.name} ({model.weight_dtype}) on {device.name}: achieved (peak x efficiency) "
                f"{first['achieved_flops_per_s']:.3g} FLOP/s and {first['achieved_bandwidth_bytes_per_s']:.3g} B/s; "
                f"compute knee at n* = {first['knee_tokens']:.1f} tokens")
     click.echo("n: new tokens per forward, c: tokens already in the KV cache, b: sequences in the batch")
-    rows = [[r["tokens"], r["context"], r["batch"], f"{r['time_s'] * 1e3:.3f}", f"{r['tokens_per_s']:.1f}", r["bound"],
-             f"{r['flops']:.3e}", f"{r['bytes']:.3e}",
-             ("yes" if r["memory_fit"]["fits"] else "NO") + f" ({r['memory_fit']['required_bytes'] / 1e9:.3g} of "
-             f"{r['memory_fit']['capacity_bytes'] / 1e9:.3g} GB)"] for r in records]
     emit_table(rows, ["n", "c", "b", "time (ms)", "n·b/time (tok/s)", "bound", "FLOPs", "bytes", "fits"])
-    for warning in sorted({w for r in records for w in r["warnings"]}):
-        click.echo(f"warning: {warning}", err=True)
+    emit_warnings(warnings)
 
 
 

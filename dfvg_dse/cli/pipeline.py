@@ -7,9 +7,10 @@ import math
 
 import click
 
-from dfvg_dse.acceptance import can_replay
+from dfvg_dse.acceptance import acceptance_warnings, can_replay
 from dfvg_dse.catalog import Catalog
-from dfvg_dse.cli._base import catalog_of, cli, emit_json, emit_table
+from dfvg_dse.export import check_plot_path, write_plot
+from dfvg_dse.cli._base import catalog_of, cli, emit_json, emit_table, emit_warnings, refuse_unused
 from dfvg_dse.pipeline import estimate
 from dfvg_dse.pipeline.presets import PRESETS
 from dfvg_dse.pipeline.scenarios import Setup, adapt_rule, compare
@@ -38,6 +39,13 @@ def _draft_model(catalog: Catalog, name: str, dtype: str | None, target):
     # A draft checkpoint saved in fp32 (JackFram, double7) still decodes in the target's half precision.
     default = target.weight_dtype if model.weight_dtype in ("float32", "fp32") else None
     return model.with_dtypes(dtype or default, dtype or default)
+
+
+# Which drafting options each way of drafting reads; any other given is refused, not ignored.
+_RULE_OPTIONS = {"adapt": ("threshold", "temperature", "k_max", "budget", "min_depth", "max_depth"),
+                 "eagle2": ("top_k", "max_depth", "total_tokens"), "duodecoding": ("gamma",),
+                 "optimal": ("budget", "max_depth"), "tree": ()}
+_RULE_OPTIONS["all"] = tuple(dict.fromkeys(o for v in _RULE_OPTIONS.values() for o in v))
 
 
 @cli.command("estimate")
@@ -88,13 +96,17 @@ def estimate_cmd(ctx, target, draft, draft_device, verify_device, link_name, acc
     drafter = catalog.device(draft_device) if draft_device else verify
     sync_s = catalog.defaults().sync_per_round_s if sync_us is None else sync_us * 1e-6
     if schedule == "ar":
+        refuse_unused(ctx, ["draft", "draft_device", "link_name", "acceptance_spec", "tree_spec", "dynamic",
+                            "threshold", "temperature", "k_max", "budget", "min_depth", "max_depth", "top_k",
+                            "total_tokens", "gamma", "draft_dtype", "attention_efficiency", "stochastic", "sync_us"],
+                      "with --schedule ar (autoregressive decoding drafts nothing)")
         config = DecodeConfig(target_model, SystemSpec(verify, verify), schedule="ar", batch=batch, context=context,
                               name="ar")
     else:
         if not draft:
             raise InputError("--draft is required for speculative schedules (or use --schedule ar)")
         draft_model = _draft_model(catalog, draft, draft_dtype, target_model)
-        profile = catalog.acceptance(acceptance_spec or f"pair:{target}/{draft}")
+        profile = catalog.acceptance(acceptance_spec) if acceptance_spec else catalog.pair_profile(target, draft)
         system = SystemSpec(drafter, verify, _link_between(catalog, drafter, verify, link_name))
         base = DecodeConfig(target_model, system, draft_model, profile, tree=parse_tree_spec("chain:1"),
                             schedule=schedule, gpu_fill=gpu_fill, batch=batch, context=context,
@@ -102,6 +114,9 @@ def estimate_cmd(ctx, target, draft, draft_device, verify_device, link_name, acc
                             record_bytes=catalog.defaults().token_record_bytes, name="estimate")
         if tree_spec and dynamic:
             raise InputError("give --tree or --dynamic, not both")
+        used = _RULE_OPTIONS["tree" if tree_spec else dynamic or "optimal"]
+        refuse_unused(ctx, [o for o in _RULE_OPTIONS["all"] if o not in used],
+                      f"with {'--tree' if tree_spec else f'--dynamic {dynamic}' if dynamic else 'the optimal tree'}")
         if tree_spec:
             document = catalog.tree_document(tree_spec)
             config = dataclasses.replace(base, tree=parse_tree_spec(tree_spec) if document is None
@@ -129,6 +144,7 @@ def estimate_cmd(ctx, target, draft, draft_device, verify_device, link_name, acc
     replayed = config.schedule != "ar" and can_replay(config.tree if config.tree is not None else config.dynamic,
                                                       config.acceptance.trace)
     record["acceptance_model"] = "trace replay" if replayed else "profile statistics"
+    record["warnings"] += [] if config.schedule == "ar" else acceptance_warnings(config.acceptance, config.tree)
     if config.tree is not None:
         record["tree"] = {"parents": list(config.tree.parents), "ranks": list(config.tree.ranks)}
     if config.dynamic is not None:
@@ -138,6 +154,7 @@ def estimate_cmd(ctx, target, draft, draft_device, verify_device, link_name, acc
     if as_json:
         emit_json(record)
         return
+    emit_warnings(record["warnings"])
     if not result.feasible:
         click.echo(f"infeasible: {result.reason}")
         return
@@ -166,18 +183,26 @@ def estimate_cmd(ctx, target, draft, draft_device, verify_device, link_name, acc
                    f"{s['p99_time_per_token_s'] * 1e3:.2f} ms, wasted draft {100 * s['wasted_draft_fraction']:.1f}%")
 
 
+_KIND_WORDS = {"gpu": "a GPU", "fpga": "an FPGA", "cpu": "a CPU", "link": "a link"}
+
+
 def _setup(ctx, target, draft, gpu, fpga, cpu, second_gpu, fpga_link, cpu_link, gpu_link, acceptance_spec, batch,
            context, target_dtype=None, draft_dtype=None) -> Setup:
     catalog = catalog_of(ctx)
     target_model = catalog.model(target).with_dtypes(target_dtype, target_dtype)
     devices = {k: catalog.device(v) for k, v in (("gpu", gpu), ("fpga", fpga), ("cpu", cpu))}
-    if devices["fpga"].fpga is None:
-        raise InputError(f"--fpga {fpga}: not an FPGA")
+    for kind, device in devices.items():
+        if device.kind != kind:
+            raise InputError(f"--{kind} {device.name}: {_KIND_WORDS[device.kind]}, not {_KIND_WORDS[kind]} "
+                             f"(see 'dfvg-dse hw list --kind {kind}')")
+    if second_gpu and catalog.device(second_gpu).kind != "gpu":
+        raise InputError(f"--second-gpu {second_gpu}: not a GPU (see 'dfvg-dse hw list --kind gpu')")
     links = {k: catalog.link(v or devices[d].host_link) for k, v, d in (("fpga", fpga_link, "fpga"),
                                                                            ("cpu", cpu_link, "cpu"),
                                                                            ("gpu", gpu_link, "gpu"))}
     return Setup(target_model, _draft_model(catalog, draft, draft_dtype, target_model),
-                 catalog.acceptance(acceptance_spec or f"pair:{target}/{draft}"), devices["gpu"], devices["fpga"],
+                 catalog.acceptance(acceptance_spec) if acceptance_spec else catalog.pair_profile(target, draft),
+                 devices["gpu"], devices["fpga"],
                  devices["cpu"], links["fpga"], links["cpu"], links["gpu"],
                  catalog.device(second_gpu) if second_gpu else None, batch, context,
                  catalog.defaults().sync_per_round_s)
@@ -216,7 +241,11 @@ def _print_compare(title: str, rows: list[dict]) -> None:
 def compare_cmd(ctx, preset, target, draft, gpu, fpga, cpu, second_gpu, fpga_link, cpu_link, gpu_link,
                 acceptance_spec, batch, context, rounds, plot, as_json):
     """Every scenario side by side (ar, sps, specinfer, duodecoding, dovetail, amusd, dfvg) and DFVG's ablation."""
+    path_of_plot = check_plot_path(plot) if plot else None  # before the work, not after it
     if preset:
+        refuse_unused(ctx, ["target", "draft", "gpu", "fpga", "cpu", "second_gpu", "fpga_link", "cpu_link", "gpu_link",
+                            "acceptance_spec", "batch", "context"],
+                      f"with --preset {preset} (the preset fixes its pairs, devices, links, batch and context)")
         p = PRESETS[preset]
         runs = []
         for tgt, drf in p["pairs"]:
@@ -232,7 +261,7 @@ def compare_cmd(ctx, preset, target, draft, gpu, fpga, cpu, second_gpu, fpga_lin
         document = {"preset": preset, "setting": {k: v for k, v in p.items() if k != "paper"}, "paper": p["paper"],
                     "runs": runs}
         if plot:
-            _plot_preset(runs, plot)
+            _plot_preset(runs, path_of_plot)
         if as_json:
             emit_json(document)
             return
@@ -252,21 +281,19 @@ def compare_cmd(ctx, preset, target, draft, gpu, fpga, cpu, second_gpu, fpga_lin
                    batch, context)
     rows = [estimate_record(e) for e in compare(setup, rounds).values()]
     if plot:
-        plot_compare(rows, plot, f"{target} / {draft}: {gpu} + {fpga}, batch {batch}, context {context}")
+        title = f"{target} / {draft}: {gpu} + {fpga}, batch {batch}, context {context}"
+        write_plot(path_of_plot, lambda tmp: plot_compare(rows, tmp, title))
     if as_json:
         emit_json({"target": target, "draft": draft, "scenarios": rows})
         return
     _print_compare(f"{target} / {draft} on {gpu} (+ {fpga}, {cpu})", rows)
 
 
-def _plot_preset(runs: list[dict], path: str) -> None:
-    from pathlib import Path
-
-    base = Path(path)
+def _plot_preset(runs: list[dict], base) -> None:
     for run in runs:
         out = base.with_name(f"{base.stem}-{run['target']}{base.suffix}") if len(runs) > 1 else base
-        plot_compare(run["scenarios"], out, f"DFVG paper setting: {run['target']} / {run['draft']}"
-                     + (f" ({run['note']})" if run["note"] else ""))
+        title = f"DFVG paper setting: {run['target']} / {run['draft']}" + (f" ({run['note']})" if run["note"] else "")
+        write_plot(out, lambda tmp, run=run, title=title: plot_compare(run["scenarios"], tmp, title))
 
 
 @cli.command("sensitivity")
@@ -281,6 +308,7 @@ def _plot_preset(runs: list[dict], path: str) -> None:
 @click.pass_context
 def sensitivity_cmd(ctx, vary, preset, pair, values, gpu, rounds, plot, as_json):
     """Speedup of dfvg, amusd, specinfer and sps as one factor varies, and where the FPGA split stops paying."""
+    path_of_plot = check_plot_path(plot) if plot else None  # before the work, not after it
     p = PRESETS[preset]
     target, _, draft = pair.partition("/")
     setup = _setup(ctx, target, draft, gpu or p["gpu"], p["fpga"], p["cpu"], None, p["fpga_link"], p["cpu_link"],
@@ -301,10 +329,13 @@ def sensitivity_cmd(ctx, vary, preset, pair, values, gpu, rounds, plot, as_json)
             raise InputError(f"--values {values!r}: expected numbers for --vary {vary}") from None
     result = sweep(setup, vary, xs, models, rounds)
     if plot:
-        plot_sweep(result, plot, f"{pair} on {gpu or p['gpu']} + {p['fpga']}: speedup vs {result.x_label}")
+        title = f"{pair} on {gpu or p['gpu']} + {p['fpga']}: speedup vs {result.x_label}"
+        write_plot(path_of_plot, lambda tmp: plot_sweep(result, tmp, title))
     if as_json:
         emit_json(result._asdict())
         return
     emit_table([[str(x)] + [("-" if result.speedup[s][i] is None else f"{result.speedup[s][i]:.2f}") for s in result.speedup]
                 for i, x in enumerate(result.x)], [result.x_label] + list(result.speedup))
+    for value, reason in result.infeasible.items():
+        click.echo(f"{value}: infeasible: {reason}")
     click.echo(result.crossover)

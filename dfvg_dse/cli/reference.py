@@ -12,7 +12,8 @@ from pathlib import Path
 import click
 import numpy as np
 
-from dfvg_dse.cli._base import catalog_of, cli, emit_json, emit_table
+from dfvg_dse.catalog.checkpoints import forward_settings
+from dfvg_dse.cli._base import catalog_of, cli, emit_json, emit_table, refuse_unused
 from dfvg_dse.cli.decoding import _tree
 from dfvg_dse.export import write_jsonl, write_records
 from dfvg_dse.reference import Model, ReferenceConfig, Sampling, greedy_agreement
@@ -45,8 +46,8 @@ def _load(ctx, folder: str, role: str) -> tuple[Model, _Text | None]:
     """The model and its text codec (None: neither a tokenizer.json nor a byte vocabulary)."""
     catalog = catalog_of(ctx)
     config, spec, tensors, path = catalog.read_checkpoint(folder, role)
-    model = Model(tensors, ReferenceConfig(spec, rope_theta=float(config.get("rope_theta", 10000.0)),
-                                           rms_norm_eps=float(config.get("rms_norm_eps", 1e-6))))
+    rope, rms_norm_eps = forward_settings(path, config, spec)
+    model = Model(tensors, ReferenceConfig(spec, rope=rope, rms_norm_eps=rms_norm_eps))
     tokenizer = catalog.read_tokenizer(path)
     if tokenizer is not None:
         return model, _Text(tokenizer)
@@ -172,8 +173,10 @@ def reference_generate(ctx, target, draft, prompt, prompt_ids, max_new_tokens, m
                        gumbel_temperature, k_max, budget, min_depth, max_depth, top_k, depth, total_tokens, schedule,
                        temperature, top_p, verification, seed, link_name, no_pin, trace_path, as_json):
     """Decode autoregressively or speculatively (lossless) with the draft and verify stages in two processes."""
-    if trace_path and mode != "spec":
-        raise InputError("--trace: only --mode spec has rounds to trace")
+    if mode == "ar":
+        refuse_unused(ctx, ["draft", "tree_spec", "dynamic", "threshold", "gumbel_temperature", "k_max", "budget",
+                            "min_depth", "max_depth", "top_k", "depth", "total_tokens", "schedule", "verification",
+                            "link_name", "trace_path"], "with --mode ar (autoregressive decoding drafts nothing)")
     if mode == "spec":
         target_model, draft_model, text = _load_pair(ctx, target, draft)
     else:
@@ -253,8 +256,11 @@ def reference_bench(ctx, target, draft, prompts_path, count, max_new_tokens, tre
     target_model, draft_model, text = _load_pair(ctx, target, draft)
     if text is None:
         raise InputError("reference bench: prompts are text; the target needs a tokenizer.json or a byte vocabulary")
-    prompts = [tuple(text.encode(p["text"])) for p in
-               catalog.read_reference_prompts(prompts_path, None if prompts_path else "held-out")[:count]]
+    available = catalog.read_reference_prompts(prompts_path, None if prompts_path else "held-out")
+    if count > len(available):
+        raise InputError(f"--count {count}: {prompts_path or 'the shipped held-out set'} has {len(available)} prompts; "
+                         f"give at most {len(available)}")
+    prompts = [tuple(text.encode(p["text"])) for p in available[:count]]
     chosen = [s.strip() for s in schedules.split(",")]
     if not chosen or any(s not in SCHEDULES for s in chosen):
         raise InputError(f"--schedules {schedules!r}: expected a comma-separated subset of {', '.join(SCHEDULES)}")

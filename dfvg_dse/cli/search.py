@@ -93,7 +93,9 @@ def _space(ctx, request: dict) -> tuple[SearchSpace, dict]:
         if name is not None:
             link_specs.append((d.name, catalog.link(name)))
     defaults = catalog.defaults()
-    result = SearchSpace(target_model, draft_model, catalog.acceptance(chosen["acceptance"]), verifiers, drafters,
+    given = acceptance or models.get("acceptance")
+    profile = catalog.acceptance(given) if given else catalog.pair_profile(chosen["target"], chosen["draft"])
+    result = SearchSpace(target_model, draft_model, profile, verifiers, drafters,
                          tuple(link_specs), sync_s=defaults.sync_per_round_s, record_bytes=defaults.token_record_bytes,
                          **kwargs)
     return result, chosen
@@ -344,14 +346,15 @@ def sweep_cmd(ctx, study, target, draft, acceptance, verify_device, draft_device
 def pareto_cmd(run, as_json):
     """Redraw a finished run's Pareto plots (pareto.png, pareto.svg) from its trials.csv."""
     path = Path(run)
-    manifest, frame = export.read_run(path)
+    manifest, frame = export.read_run(path, sweeps=True)
     info = pareto_info(frame)
     inputs = manifest.get("inputs", {})
-    title = f"{inputs.get('target', '?')} / {inputs.get('draft', '?')}: {len(frame)} trials"
+    what = "grid points" if manifest.get("kind") == "sweep" else "trials"
+    title = f"{inputs.get('target', '?')} / {inputs.get('draft', '?')}: {len(frame)} {what}"
     for suffix in ("png", "svg"):
         export.write_plot(path / f"pareto.{suffix}", lambda tmp: plot_pareto(info, tmp, title))
     summary = {"run_dir": str(path), "trials": len(frame), "pareto_size": len(info.front),
-               "picks": {k: int(frame.iloc[i]["trial"]) for k, i in info.picks.items()}}
+               "picks": {k: int(frame.iloc[i]["trial"]) if "trial" in frame else int(i) for k, i in info.picks.items()}}
     if as_json:
         emit_json(summary)
     else:

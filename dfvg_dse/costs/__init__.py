@@ -1,6 +1,6 @@
 """Cost models: work counts, roofline, per-device forward time, links and memory fit."""
 
-from dfvg_dse.costs.forward import MemoryFit, device_forward_cost, memory_fit
+from dfvg_dse.costs.forward import MemoryFit, compute_dtype_warnings, device_forward_cost, memory_fit
 from dfvg_dse.costs.fpga_draft import fpga_forward_cost
 from dfvg_dse.costs.link import LINK_BOUNDS, LinkTime, link_bound_names, link_time
 from dfvg_dse.costs.processor import processor_forward_cost
@@ -11,7 +11,7 @@ from dfvg_dse.costs.work import ForwardWork, ParamCounts, chain_tree_pairs, forw
 
 __all__ = [
     "BOUNDS", "LINK_BOUNDS", "ForwardCost", "ForwardWork", "LinkTime", "MemoryFit", "ParamCounts", "RooflineTime",
-    "bound_names", "chain_tree_pairs", "device_forward_cost", "forward_work", "fpga_forward_cost", "knee_tokens",
-    "link_bound_names", "link_time", "memory_fit", "memory_time_s", "param_counts", "processor_forward_cost",
+    "bound_names", "chain_tree_pairs", "compute_dtype_warnings", "device_forward_cost", "forward_work",
+    "fpga_forward_cost", "knee_tokens", "link_bound_names", "link_time", "memory_fit", "memory_time_s", "param_counts", "processor_forward_cost",
     "roofline_time", "round_link_bytes", "tree_draft_time_s", "tree_verify_cost",
 ]

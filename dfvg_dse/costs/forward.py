@@ -1,4 +1,5 @@
-"""One entry point for a forward on any device kind, and the memory-fit check (model.md §3, §9)."""
+"""One entry point for a forward on any device kind, the memory-fit check, and the warning for a
+compute dtype the device has no peak for (docs/cost-model.md §4)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,20 @@ from dfvg_dse.costs.processor import processor_forward_cost
 from dfvg_dse.costs.roofline import ForwardCost
 from dfvg_dse.costs.work import param_counts
 from dfvg_dse.specs import DeviceSpec, ModelSpec
+
+
+def compute_dtype_warnings(model: ModelSpec, device: DeviceSpec) -> list[str]:
+    """One line when `device` has no peak for the model's compute dtype and a wider rate is used.
+
+    Weight-only practice (A100 with fp8 weights): bytes are those of the stored dtype, compute runs
+    at the fallback's rate. The line names the device, the dtype asked for and the rate used.
+    """
+    peak = device.compute_peak(model.compute_dtype)
+    if not peak.fell_back:
+        return []
+    return [f"{device.name} has no {peak.requested} peak: {model.name}'s {model.weight_dtype} weights are costed "
+            f"at its {peak.dtype} rate, {peak.flops_per_s / 1e12:.4g} TFLOP/s dense peak "
+            f"({model.weight_bytes_per_param:g} B per weight streamed, compute as {peak.dtype})"]
 
 
 def device_forward_cost(model: ModelSpec, device: DeviceSpec, n_tokens, context_tokens, batch=1,

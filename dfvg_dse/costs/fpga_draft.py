@@ -1,4 +1,4 @@
-"""Forward time on an FPGA overlay drafting engine (model.md §3; DFVG, ASPLOS 2026, §3).
+"""Forward time on an FPGA overlay drafting engine (docs/cost-model.md §4; DFVG, ASPLOS 2026, §3).
 
 - Peak = PE DSPs x 2 x products per DSP x clock (DFVG packs two BF16 products per DSP58).
 - Weights stay in on-chip SRAM when they fit there; the step is then compute-bound. Otherwise

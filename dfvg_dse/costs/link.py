@@ -1,4 +1,4 @@
-"""Time and energy of moving bytes over a link (model.md §1, §6; hardware.md §5, §8).
+"""Time and energy of moving bytes over a link (docs/cost-model.md §5, §6).
 
     t(B) = hops x (alpha + B / (efficiency x beta)) + software overhead
 

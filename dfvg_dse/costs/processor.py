@@ -1,4 +1,4 @@
-"""Forward time on a GPU or a CPU: weights and KV cache stream from main memory (model.md §3).
+"""Forward time on a GPU or a CPU: weights and KV cache stream from main memory (docs/cost-model.md §4).
 
 GPU: tensor-core peak for the model's compute dtype (GeForce cards: the FP32-accumulate figure,
 stored as peak_fp16 in hwdb), HBM/GDDR bandwidth, a kernel-launch overhead per layer and per

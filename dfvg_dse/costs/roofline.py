@@ -1,4 +1,4 @@
-"""Roofline time with fixed overheads, and the name of the bound that set it (model.md §3).
+"""Roofline time with fixed overheads, and the name of the bound that set it (docs/cost-model.md §3).
 
     t = max(FLOPs / (peak x eta_c), bytes / (bandwidth x eta_m)) + t_fixed
 
@@ -52,7 +52,7 @@ def bound_names(bound) -> np.ndarray:
 
 
 def knee_tokens(peak_flops_per_s: float, bandwidth_bytes_per_s: float, bytes_per_param: float) -> float:
-    """Tokens per forward at which compute time equals weight-streaming time (model.md §3).
+    """Tokens per forward at which compute time equals weight-streaming time (docs/cost-model.md §3).
 
     With 2 FLOPs per weight per token and weight bytes W = params x bytes_per_param, compute
     2 n params / peak equals W / bw at n* = peak / bw x bytes_per_param / 2. Peak and bandwidth

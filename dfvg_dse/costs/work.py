@@ -1,7 +1,7 @@
-"""Parameter, FLOP and byte counts of one forward pass (model.md §2).
+"""Parameter, FLOP and byte counts of one forward pass (docs/cost-model.md §1-2).
 
 A forward runs n new tokens (a chain or a tree of n nodes) for each of b sequences whose KV cache
-already holds c tokens. Counts are exact for the parameters and follow model.md §2 for traffic:
+already holds c tokens. Counts are exact for the parameters and follow docs/cost-model.md §2 for traffic:
 weights are read once per forward whatever n and b are; KV is read for the c cached tokens and
 written for the n new ones; activation traffic is neglected (under 1% of the weight bytes for
 n <= 64 at batch 1). All functions broadcast over numpy arrays of n, c and b.
@@ -105,9 +105,9 @@ def forward_work(model: ModelSpec, n_tokens, context_tokens, batch=1, tree_pairs
     b = np.asarray(batch, dtype=float)
     pairs = chain_tree_pairs(n) if tree_pairs is None else np.asarray(tree_pairs, dtype=float)
     counts = param_counts(model)
-    # 2 FLOPs per weight per token (model.md §2); norms and biases are below 0.1%.
+    # 2 FLOPs per weight per token (docs/cost-model.md §2); norms and biases are below 0.1%.
     linear = 2.0 * b * n * counts.matmul
-    # QK^T and AV: 2 x 2 x head_dim FLOPs per (query, key) pair per head (model.md §2).
+    # QK^T and AV: 2 x 2 x head_dim FLOPs per (query, key) pair per head (docs/cost-model.md §2).
     attention = 4.0 * b * model.n_layers * model.n_heads * model.head_dim * (n * c + pairs)
     weight = np.broadcast_to(float(counts.read_per_forward * model.weight_bytes_per_param), np.shape(linear))
     kv_token = model.kv_bytes_per_token

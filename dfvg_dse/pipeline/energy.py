@@ -1,4 +1,4 @@
-"""Energy and cost per token (model.md §7): power x busy time + idle power x idle time + link bits.
+"""Energy and cost per token (docs/pipeline.md, "Energy"): power x busy time + idle power x idle time + link bits.
 
 Every device in the design draws its decode power while busy and its idle power for the rest of
 the cycle; one device that drafts and verifies is busy for both. J/token = energy per cycle /

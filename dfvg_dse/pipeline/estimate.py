@@ -6,6 +6,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from dfvg_dse.costs import compute_dtype_warnings
 from dfvg_dse.pipeline.energy import EnergyEstimate, energy
 from dfvg_dse.pipeline.schedule import expected_round, feasibility
 from dfvg_dse.specs import DecodeConfig
@@ -32,19 +33,29 @@ class Estimate(NamedTuple):
     wasted_draft_fraction: float | None = None
     fill_tokens_per_round: float | None = None
     exact: bool | None = None  # false when the round shape came from Monte Carlo
+    warnings: tuple[str, ...] = ()  # e.g. a stage costed at a fallback compute rate (no fp8 peak on its device)
+
+
+def _dtype_warnings(config: DecodeConfig) -> tuple[str, ...]:
+    """The stages whose device has no peak for their model's compute dtype (costs.compute_dtype_warnings)."""
+    found = compute_dtype_warnings(config.target, config.system.verify)
+    if config.schedule != "ar":
+        found += compute_dtype_warnings(config.draft, config.system.draft)
+    return tuple(dict.fromkeys(found))
 
 
 def estimate(config: DecodeConfig, baseline_ar_tokens_per_s: float | None = None, rounds: int = 20000,
              seed: int = 0) -> Estimate:
     """Expected tokens/s and energy of a design; speedups against AR on the verify device unless a
     baseline (tokens/s) is given."""
+    warnings = _dtype_warnings(config)
     reason = feasibility(config, None)
     if reason:
-        return Estimate(config.name, config.schedule, False, reason)
+        return Estimate(config.name, config.schedule, False, reason, warnings=warnings)
     shape, times, line = expected_round(config, rounds, seed)
     reason = feasibility(config, shape)
     if reason:
-        return Estimate(config.name, config.schedule, False, reason)
+        return Estimate(config.name, config.schedule, False, reason, warnings=warnings)
     tokens_per_s = line.tokens / line.cycle_s
     ar = config.batch / times.ar_step_s
     power = energy(config, times, line)
@@ -72,4 +83,4 @@ def estimate(config: DecodeConfig, baseline_ar_tokens_per_s: float | None = None
         draft_nodes_per_round=float(shape.widths.sum()) if shape else 0.0,
         level_widths=[float(w) for w in shape.widths] if shape else [],
         wasted_draft_fraction=line.wasted_draft_s / line.draft_busy_s if line.draft_busy_s else 0.0,
-        fill_tokens_per_round=line.fill_tokens, exact=shape.exact if shape else True)
+        fill_tokens_per_round=line.fill_tokens, exact=shape.exact if shape else True, warnings=warnings)

@@ -114,7 +114,7 @@ class StageTimes(NamedTuple):
 
 
 def stage_times(config: DecodeConfig, shape: RoundShape) -> StageTimes:
-    """Stage times of one round (model.md §6), per sample of the round's shape."""
+    """Stage times of one round (docs/pipeline.md, "One round"), per sample of the round's shape."""
     ar = processor_ar(config)
     zero = np.zeros(1)
     if config.schedule == "ar":

@@ -1,4 +1,5 @@
-"""Named scenarios (model.md §8): one cost model, different placement, tree and schedule.
+"""Named scenarios (docs/pipeline.md, "Scenarios and the DFVG paper preset"): one cost model,
+different placement, tree and schedule.
 
 ar           target alone on the GPU
 sps          chain drafting on the same GPU, sequential (Leviathan; the best chain length)

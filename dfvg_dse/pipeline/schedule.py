@@ -1,6 +1,6 @@
 """Schedules: rounds per second and tokens per round for AR, sequential and overlapped decoding.
 
-Per round (model.md §6), with D draft time, V verify time, L = L_down + L_up + host sync:
+Per round (docs/pipeline.md, "Schedules"), with D draft time, V verify time, L = L_down + L_up + host sync:
 - ar:          one target step per token, T_ar.
 - sequential:  cycle = D + L + V (one device: D + V, no link).
 - overlap:     the drafter drafts the next tree on the predicted outcome while the tree in flight is
@@ -82,8 +82,8 @@ def feasibility(config: DecodeConfig, shape: RoundShape | None) -> str:
     draft_fit = memory_fit(config.draft, system.draft, positions, config.batch) if config.draft else None
     need = float(target_fit.required_bytes) + (float(draft_fit.required_bytes) if draft_fit is not None and same else 0)
     if need > target_fit.capacity_bytes:
-        what = "target and draft" if same and draft_fit is not None else "target"
-        return (f"{what} need {need / 1e9:.1f} GB on '{system.verify.name}', which holds "
+        what = "target and draft need" if same and draft_fit is not None else "target needs"
+        return (f"{what} {need / 1e9:.1f} GB on '{system.verify.name}', which holds "
                 f"{target_fit.capacity_bytes / 1e9:.1f} GB")
     if draft_fit is not None and not same and not bool(draft_fit.fits):
         return (f"draft needs {float(draft_fit.required_bytes) / 1e9:.1f} GB on '{system.draft.name}', which holds "

@@ -21,6 +21,7 @@ class Sweep(NamedTuple):
     speedup: dict  # scenario -> list of speedups (None where infeasible)
     tokens_per_s: dict
     crossover: str  # where dfvg stops beating the best single-GPU scenario, or a sentence saying it never does
+    infeasible: dict  # value (as printed) -> why dfvg cannot run there (a target that does not fit, ...)
 
 
 def acceptance_profile(base: AcceptanceProfile, p1: float) -> AcceptanceProfile:
@@ -39,6 +40,7 @@ def sweep(setup: Setup, vary: str, values: list, models: dict | None = None, rou
     """Speedups of SWEPT scenarios as one factor varies (targets by name from `models`)."""
     speed = {s: [] for s in SWEPT}
     rate = {s: [] for s in SWEPT}
+    infeasible = {}
     label = {"link-latency": "link latency per hop (us)", "acceptance": "top-1 acceptance p_1",
              "target": "target model", "batch": "batch size"}[vary]
     for value in values:
@@ -57,18 +59,28 @@ def sweep(setup: Setup, vary: str, values: list, models: dict | None = None, rou
             est = scenario(varied, name, ar.tokens_per_s if ar.feasible else None, rounds)
             speed[name].append(est.speedup_vs_ar if est.feasible else None)
             rate[name].append(est.tokens_per_s if est.feasible else None)
-    return Sweep(vary, label, list(values), speed, rate, _crossover(values, speed))
+            if name == "dfvg" and not est.feasible:
+                infeasible[_label(value)] = est.reason
+    return Sweep(vary, label, list(values), speed, rate, _crossover(values, speed), infeasible)
+
+
+def _label(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _crossover(values: list, speed: dict) -> str:
-    """Where the FPGA design beats the best feasible single-GPU design (specinfer, sps, else AR)."""
-    wins, losses = [], []
+    """Where the FPGA design beats the best feasible single-GPU design (specinfer, sps, else AR); values where
+    the FPGA design cannot run at all are named apart, never counted as 'does not pay'."""
+    wins, losses, cannot = [], [], []
     for value, dfvg, spec, sps in zip(values, speed["dfvg"], speed["specinfer"], speed["sps"]):
         single = max([x for x in (spec, sps) if x is not None], default=1.0)  # else AR itself
-        (wins if dfvg is not None and dfvg > single else losses).append(f"{value:g}" if
-                                                                                        isinstance(value, float) else str(value))
+        (cannot if dfvg is None else wins if dfvg > single else losses).append(_label(value))
+    tail = f"; infeasible at {', '.join(cannot)}" if cannot else ""
+    if not wins and not losses:
+        return f"the FPGA split is infeasible over the whole range ({', '.join(cannot)})"
     if not losses:
-        return "the FPGA split beats the best single-GPU design over the whole range"
+        return f"the FPGA split beats the best single-GPU design wherever it runs{tail}" if cannot else \
+            "the FPGA split beats the best single-GPU design over the whole range"
     if not wins:
-        return "the FPGA split never beats the best single-GPU design here"
-    return f"the FPGA split pays at {', '.join(wins)}; not at {', '.join(losses)}"
+        return f"the FPGA split never beats the best single-GPU design here{tail}"
+    return f"the FPGA split pays at {', '.join(wins)}; not at {', '.join(losses)}{tail}"

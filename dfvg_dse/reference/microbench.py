@@ -10,6 +10,7 @@ import os
 import statistics
 import time
 
+from dfvg_dse.reference.stages import ignore_interrupts, interrupts_deferred
 
 
 def _receive(conn, spin: bool) -> bytes:
@@ -20,10 +21,14 @@ def _receive(conn, spin: bool) -> bytes:
 
 
 def _echo(conn, cpu, spin: bool) -> None:
+    ignore_interrupts()  # spawned under interrupts_deferred: Ctrl-C is the parent's
     if cpu is not None:
         os.sched_setaffinity(0, {cpu})
     while True:
-        data = _receive(conn, spin)
+        try:
+            data = _receive(conn, spin)
+        except (EOFError, OSError):  # the parent is gone
+            return
         if not data:
             return
         conn.send_bytes(data)
@@ -37,7 +42,8 @@ def pipe_times(sizes, count: int, spin: bool = True) -> list[dict]:
     context = multiprocessing.get_context("spawn")
     mine, theirs = context.Pipe()
     echo = context.Process(target=_echo, args=(theirs, cpus[1] if len(cpus) > 1 else None, spin), daemon=True)
-    echo.start()
+    with interrupts_deferred():
+        echo.start()
     records = []
     try:
         for size in sizes:
@@ -50,10 +56,12 @@ def pipe_times(sizes, count: int, spin: bool = True) -> list[dict]:
                 times.append((time.perf_counter() - start) / 2)
             records.append({"bytes": size, "seconds": statistics.median(times), "count": count})
     finally:
-        mine.send_bytes(b"")
-        echo.join(timeout=5)
-        if echo.is_alive():
-            echo.kill()
+        with interrupts_deferred():  # the echo process is waited for even on a second Ctrl-C
+            mine.send_bytes(b"")
+            echo.join(timeout=5)
+            if echo.is_alive():
+                echo.kill()
+                echo.join()
     return records
 
 

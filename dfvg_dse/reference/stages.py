@@ -15,8 +15,9 @@ distributed samples.
 
 The processes are servers: a `TwoStageRuntime` starts them once (weights are sent at spawn) and
 runs many jobs, so a benchmark does not pay process start-up per run. Shutdown is clean: a child
-exits when its parent dies or its pipe closes, ignores Ctrl-C (the parent handles it and
-terminates both), and reports any error as one line.
+exits when its parent dies or its pipe closes, ignores Ctrl-C from its first instruction (it is
+spawned with SIGINT blocked, see `interrupts_deferred`; the parent handles it, then terminates and
+joins both), and reports any error as one line.
 
 TODO(#6): the issue's >= 1.5x end-to-end speedup is not reached (best 0.79-0.85x on this machine):
 OpenBLAS runs a 2-16-row product at 2-5x the cost of one row (it packs the weights every call),
@@ -31,6 +32,7 @@ import multiprocessing
 import os
 import signal
 import struct
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -62,6 +64,40 @@ def single_threaded_environment():
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+@contextmanager
+def interrupts_deferred():
+    """Ctrl-C deferred while inside: SIGINT is blocked in this thread and, in the main thread,
+    recorded instead of raised (another thread, a BLAS worker, may take the signal for the
+    process); one KeyboardInterrupt follows when the block ends. A process spawned inside inherits
+    the blocked mask through exec, so a Ctrl-C to the whole process group (a terminal's) cannot
+    interrupt its start-up (interpreter, imports, unpickling the weights) and print a traceback
+    before it ignores SIGINT itself (`ignore_interrupts`). CPython starts its resource tracker
+    with the same mask."""
+    if not hasattr(signal, "pthread_sigmask"):  # not POSIX: nothing to defer
+        yield
+        return
+    caught: list[int] = []
+    main = threading.current_thread() is threading.main_thread()
+    handler = signal.signal(signal.SIGINT, lambda number, frame: caught.append(number)) if main else None
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        if main:
+            signal.signal(signal.SIGINT, signal.default_int_handler if handler is None else handler)
+            if caught:
+                raise KeyboardInterrupt
+
+
+def ignore_interrupts() -> None:
+    """In a child spawned under `interrupts_deferred`: ignore SIGINT (a pending one is discarded),
+    then unblock it. Ctrl-C is the parent's to handle."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 class StageError(RuntimeError):
@@ -98,6 +134,10 @@ class Job:
     seed: int = 0
     schedule: str = "sequential"
     trace: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.prompt:  # the first forward needs a token to predict from (no implicit BOS here)
+            raise ValueError("Job.prompt: needs at least one token")
 
 
 @dataclass
@@ -179,7 +219,7 @@ def _kind(data: bytes) -> int:
 
 # -- the stage processes ----------------------------------------------------------------------
 def _child_setup(cpu: int | None) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    ignore_interrupts()
     if cpu is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {cpu})
 
@@ -330,19 +370,25 @@ class TwoStageRuntime:
         self.pinned = pin and len(cpus) >= 2
         verify_peer, draft_peer = context.Pipe()
         self._controls, self._processes = [], []
-        with single_threaded_environment():
-            stages = [("verify", target, verify_peer, 0)] + ([("draft", draft, draft_peer, 1)] if draft else [])
-            for role, model, peer, index in stages:
-                mine, theirs = context.Pipe()
-                process = context.Process(target=_stage_main, name=f"dfvg-{role}", daemon=True,
-                                          args=(role, model.weights, model.config, theirs, peer, link, place(index),
-                                                os.getpid()))
-                process.start()
-                theirs.close()
-                self._controls.append(mine)
-                self._processes.append(process)
-        verify_peer.close()
-        draft_peer.close()
+        try:
+            # A Ctrl-C while the stages start waits until both are started and tracked, then stops them.
+            with single_threaded_environment(), interrupts_deferred():
+                stages = [("verify", target, verify_peer, 0)] + ([("draft", draft, draft_peer, 1)] if draft else [])
+                for role, model, peer, index in stages:
+                    mine, theirs = context.Pipe()
+                    process = context.Process(target=_stage_main, name=f"dfvg-{role}", daemon=True,
+                                              args=(role, model.weights, model.config, theirs, peer, link,
+                                                    place(index), os.getpid()))
+                    process.start()
+                    theirs.close()
+                    self._controls.append(mine)
+                    self._processes.append(process)
+        except BaseException:
+            self.close(force=True)
+            raise
+        finally:
+            verify_peer.close()
+            draft_peer.close()
 
     def run(self, job: Job) -> RunResult:
         """One job; raises StageError on a stage's failure and KeyboardInterrupt on Ctrl-C (after
@@ -373,23 +419,25 @@ class TwoStageRuntime:
         raise StageError(f"{process.name} exited with code {process.exitcode}")
 
     def close(self, force: bool = False) -> None:
-        """Stop both processes: a polite request, then terminate, then kill; never leaves orphans."""
-        for control in self._controls:
-            try:
-                if not force:
-                    control.send(None)
-                control.close()
-            except OSError:
-                pass
-        for process in self._processes:
-            process.join(timeout=0 if force else 2.0)
-            if process.is_alive():
-                process.terminate()
-                process.join(timeout=2.0)
-            if process.is_alive():
-                process.kill()
-                process.join()
-        self._controls, self._processes = [], []
+        """Stop both processes: a polite request, then terminate, then kill, and wait for each;
+        never leaves orphans. A second Ctrl-C meanwhile is deferred until both are gone."""
+        with interrupts_deferred():
+            for control in self._controls:
+                try:
+                    if not force:
+                        control.send(None)
+                    control.close()
+                except OSError:
+                    pass
+            for process in self._processes:
+                process.join(timeout=0 if force else 2.0)
+                if process.is_alive():
+                    process.terminate()
+                    process.join(timeout=2.0)
+                if process.is_alive():
+                    process.kill()
+                    process.join()
+            self._controls, self._processes = [], []
 
     def __enter__(self) -> "TwoStageRuntime":
         return self

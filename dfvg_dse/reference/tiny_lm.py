@@ -2,10 +2,11 @@
 pre-LN OPT layers as Hugging Face transformers defines them, a KV cache, tree forwards and rollback.
 
 Shapes follow nanoGPT's comments: T new tokens, S cached + new, H heads, G kv heads, D head_dim.
-Rotary embeddings use transformers' rotate_half convention; Qwen3 normalises q and k per head
-before rotation; grouped-query attention repeats each kv head H / G times. The tree mask is built
-from parents alone (ancestors first), so this module never imports the analytical tree code: the
-reference stays an independent check of it.
+Rotary embeddings use transformers' rotate_half convention with the checkpoint's base and scaling
+(specs.rope; tables from rope.py); Qwen3 normalises q and k per head before rotation; grouped-query
+attention repeats each kv head H / G times. The tree mask is built from parents alone (ancestors
+first), so this module never imports the analytical tree code: the reference stays an independent
+check of it.
 
 OPT (transformers' OPTDecoderLayer): learned positions read at position + 2, LayerNorm (eps 1e-5)
 before attention and FFN, ReLU FFN with biases, q scaled by head_dim^-0.5, tied head. Post-LN
@@ -22,8 +23,10 @@ from functools import lru_cache
 
 import numpy as np
 
+from dfvg_dse.reference.rope import rope_tables
 from dfvg_dse.specs import ModelSpec
 from dfvg_dse.specs.checkpoint import checkpoint_tensor_shapes
+from dfvg_dse.specs.rope import RopeSpec
 
 LLAMA_FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
 ENGINE_FAMILIES = LLAMA_FAMILIES + ("opt",)
@@ -32,10 +35,11 @@ OPT_POSITION_OFFSET = 2  # transformers' OPTLearnedPositionalEmbedding reads row
 
 @dataclass(frozen=True)
 class ReferenceConfig:
-    """Shape (a ModelSpec) plus what the forward needs beyond counting: rotary base and norm eps."""
+    """Shape (a ModelSpec) plus what the forward needs beyond counting: the rotary embedding
+    (base and scaling, catalog-read from config.json) and the norm eps."""
 
     spec: ModelSpec
-    rope_theta: float = 10000.0
+    rope: RopeSpec = RopeSpec()  # transformers' default: base 10,000, no scaling
     rms_norm_eps: float = 1e-6
     layer_norm_eps: float = 1e-5  # OPT's nn.LayerNorm default
 
@@ -109,20 +113,6 @@ def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float)
     centred = x - np.add.reduce(x, axis=-1, keepdims=True) / x.shape[-1]
     variance = np.add.reduce(centred * centred, axis=-1, keepdims=True) / x.shape[-1]
     return centred / np.sqrt(variance + eps) * weight + bias
-
-
-def _rope_tables(positions: np.ndarray, dim: int, theta: float, dtype) -> tuple[np.ndarray, np.ndarray]:
-    """cos and sin (T, D) of transformers' default rotary embedding at integer positions (T,), the
-    sin already signed for rotate_half: rotate_half(x) * sin == x[..., swap] * signed_sin."""
-    frequencies, signs = _rope_constants(dim, theta)
-    angles = positions.astype(np.float64)[:, None] * frequencies  # (T, D): both halves share frequencies
-    return np.cos(angles).astype(dtype), (np.sin(angles) * signs).astype(dtype)
-
-
-@lru_cache(maxsize=16)
-def _rope_constants(dim: int, theta: float) -> tuple[np.ndarray, np.ndarray]:
-    inv_freq = 1.0 / theta ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
-    return np.concatenate([inv_freq, inv_freq]), np.repeat([-1.0, 1.0], dim // 2)
 
 
 @lru_cache(maxsize=16)
@@ -288,7 +278,8 @@ def forward(weights, config: ReferenceConfig, tokens, positions, cache: KVCache,
         x = x + weights.positions[positions + OPT_POSITION_OFFSET]
         cos = sin = None
     else:
-        cos, sin = _rope_tables(positions, d, config.rope_theta, x.dtype)
+        # a tree's nodes rotate at their own lengths (length-dependent scalings), as decoding them one by one would
+        cos, sin = rope_tables(config.rope, positions, d, x.dtype, per_token=parents is not None)
         swap = _half_swap(d)
     cache.reserve(n, g, d, x.dtype)
     for index, layer in enumerate(weights.layers):

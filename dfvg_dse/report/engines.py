@@ -1,6 +1,8 @@
 """Deployment configs for serving engines from a chosen design (pure: dicts in, dicts out).
 
-Field names follow the engines' documentation (landscape.md §3): vLLM `speculative_config` with
+Field names follow the engines' own code and documentation (vLLM `vllm/config/speculative.py`
+`SpeculativeConfig`; SGLang `python/sglang/srt/server_args.py`; transformers `GenerationConfig`;
+TensorRT-LLM `tensorrt_llm/llmapi/llm_args.py`): vLLM `speculative_config` with
 `num_speculative_tokens` equal to the tree's length and `speculative_token_tree` as a string of
 tuples; SGLang's `--speculative-*` flags with `num_draft_tokens` counting the root and forced to
 `num_steps + 1` when `eagle_topk` is 1; Hugging Face `generate` keyword arguments; TensorRT-LLM's

@@ -10,8 +10,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from dfvg_dse.acceptance import expected_tokens
-from dfvg_dse.costs import device_forward_cost, knee_tokens, memory_fit, param_counts
+from dfvg_dse.acceptance import acceptance_warnings, expected_tokens
+from dfvg_dse.costs import compute_dtype_warnings, device_forward_cost, knee_tokens, memory_fit, param_counts
 from dfvg_dse.pipeline.pareto import pareto_mask
 from dfvg_dse.specs import DeviceSpec, LinkSpec, ModelSpec
 from dfvg_dse.tree import to_choices, to_vllm_literal
@@ -135,34 +135,44 @@ def cost_warnings(model: ModelSpec, positions: int) -> list[str]:
     return warnings
 
 
-def cost_records(model: ModelSpec, device: DeviceSpec, tokens, contexts, batches) -> list[dict]:
-    """Time, bound, FLOPs, bytes and memory fit of one forward for every (n, c, b) combination."""
-    n, c, b = (a.ravel() for a in np.meshgrid(tokens, contexts, batches, indexing="ij"))
-    cost = device_forward_cost(model, device, n, c, b)
-    fit = memory_fit(model, device, c + n, b)
+COST_CHUNK_POINTS = 4096  # (n, c, b) points evaluated at once: memory stays flat however many are asked for
+
+
+def cost_records(model: ModelSpec, device: DeviceSpec, tokens, contexts, batches):
+    """Time, bound, FLOPs, bytes and memory fit of one forward for every (n, c, b) combination, yielded
+    in order, evaluated COST_CHUNK_POINTS at a time."""
+    n_all, c_all, b_all = (a.ravel() for a in np.meshgrid(tokens, contexts, batches, indexing="ij"))
     peak = device.peak_for(model.compute_dtype) * device.eta_compute
     bandwidth = weight_stream_bandwidth_bytes_per_s(model, device)
     knee = knee_tokens(peak, bandwidth, model.weight_bytes_per_param)
-    records = []
-    for i in range(len(n)):
-        record = {
-            "model": model.name, "device": device.name, "device_kind": device.kind,
-            "weight_dtype": model.weight_dtype, "tokens": int(n[i]), "context": int(c[i]), "batch": int(b[i]),
-            "time_s": float(cost.time_s[i]), "tokens_per_s": float(n[i] * b[i] / cost.time_s[i]),
-            "bound": str(cost.bound_name[i]),
-            "compute_time_s": float(cost.compute_time_s[i]), "memory_time_s": float(cost.memory_time_s[i]),
-            "overhead_time_s": float(cost.overhead_time_s[i]),
-            "flops": float(cost.flops[i]), "bytes": float(cost.bytes[i]),
-            "achieved_flops_per_s": peak, "achieved_bandwidth_bytes_per_s": bandwidth, "knee_tokens": knee,
-            "memory_fit": {"fits": bool(fit.fits[i]), "required_bytes": float(fit.required_bytes[i]),
-                           "capacity_bytes": fit.capacity_bytes, "weight_bytes": fit.weight_bytes,
-                           "kv_cache_bytes": float(fit.kv_cache_bytes[i])},
-        }
-        record["passes"] = int(cost.passes[i])
-        record["weights_on_chip"] = bool(cost.weights_on_chip[i])
-        record["warnings"] = cost_warnings(model, int(c[i] + n[i]))
-        records.append(record)
-    return records
+    fallback = compute_dtype_warnings(model, device)  # the device lacks the dtype's peak: which rate is used
+    for start in range(0, len(n_all), COST_CHUNK_POINTS):
+        n, c, b = (x[start:start + COST_CHUNK_POINTS] for x in (n_all, c_all, b_all))
+        cost = device_forward_cost(model, device, n, c, b)
+        fit = memory_fit(model, device, c + n, b)
+        bound = cost.bound_name  # a derived array: computed once per chunk, not once per point
+        for i in range(len(n)):
+            record = {
+                "model": model.name, "device": device.name, "device_kind": device.kind,
+                "weight_dtype": model.weight_dtype, "tokens": int(n[i]), "context": int(c[i]), "batch": int(b[i]),
+                "time_s": float(cost.time_s[i]), "tokens_per_s": float(n[i] * b[i] / cost.time_s[i]),
+                "bound": str(bound[i]),
+                "compute_time_s": float(cost.compute_time_s[i]), "memory_time_s": float(cost.memory_time_s[i]),
+                "overhead_time_s": float(cost.overhead_time_s[i]),
+                "flops": float(cost.flops[i]), "bytes": float(cost.bytes[i]),
+                "achieved_flops_per_s": peak, "achieved_bandwidth_bytes_per_s": bandwidth, "knee_tokens": knee,
+                "memory_fit": {"fits": bool(fit.fits[i]), "required_bytes": float(fit.required_bytes[i]),
+                               "capacity_bytes": fit.capacity_bytes, "weight_bytes": fit.weight_bytes,
+                               "kv_cache_bytes": float(fit.kv_cache_bytes[i])},
+            }
+            record["passes"] = int(cost.passes[i])
+            record["weights_on_chip"] = bool(cost.weights_on_chip[i])
+            record["warnings"] = fallback + cost_warnings(model, int(c[i] + n[i]))
+            if not fit.fits[i]:  # the time is what the roofline gives; the device could not hold this forward
+                record["warnings"].append(f"{model.name} does not fit {device.name}: needs "
+                                          f"{float(fit.required_bytes[i]) / 1e9:.3g} GB of "
+                                          f"{fit.capacity_bytes / 1e9:.3g} GB")
+            yield record
 
 
 def tree_record(tree, profile) -> dict:
@@ -170,7 +180,7 @@ def tree_record(tree, profile) -> dict:
     return {"expected_tokens": expected_tokens(tree, profile), "nodes": tree.n_nodes, "depth": tree.depth,
             "budget": tree.budget, "level_widths": list(tree.level_widths()), "parents": list(tree.parents),
             "ranks": list(tree.ranks), "choices": to_choices(tree), "vllm_speculative_token_tree": to_vllm_literal(tree),
-            "acceptance": profile.name}
+            "acceptance": profile.name, "warnings": acceptance_warnings(profile, tree)}
 
 
 def profile_record(profile, document: dict) -> dict:
@@ -206,7 +216,8 @@ def dynamic_record(estimate, rule: str) -> dict:
 
 def estimate_record(est) -> dict:
     """A pipeline Estimate as JSON-ready numbers (keys carry units)."""
-    record = {"name": est.name, "schedule": est.schedule, "feasible": est.feasible, "reason": est.reason}
+    record = {"name": est.name, "schedule": est.schedule, "feasible": est.feasible, "reason": est.reason,
+              "warnings": list(est.warnings)}
     if not est.feasible:
         return record
     e = est.energy

@@ -4,10 +4,10 @@ acceptance profiles and confidence models (decoding). Values are SI; names carry
 from dfvg_dse.specs.decoding import (SCHEDULES, AcceptanceProfile, AcceptanceTrace, AdaptRule, ConfidenceModel,
                                      DecodeConfig, DuoRule, Eagle2Rule, TreeSpec)
 from dfvg_dse.specs.hardware import (DEVICE_KINDS, FAMILIES, LINK_PATHS, LINK_TYPES, MEMORY_TIERS, NORMS,
-                                     PEAK_FALLBACKS, CalibrationDefaults, DeviceSpec, FpgaFabric, InputError, LinkSpec,
+                                     PEAK_FALLBACKS, CalibrationDefaults, ComputePeak, DeviceSpec, FpgaFabric, InputError, LinkSpec,
                                      MemoryTier, ModelSpec, SpecError, SystemSpec)
 
 __all__ = ["AcceptanceProfile", "AcceptanceTrace", "AdaptRule", "ConfidenceModel", "DecodeConfig", "SCHEDULES",
-           "DuoRule", "Eagle2Rule", "CalibrationDefaults", "DEVICE_KINDS", "DeviceSpec", "FAMILIES", "FpgaFabric",
+           "DuoRule", "Eagle2Rule", "CalibrationDefaults", "ComputePeak", "DEVICE_KINDS", "DeviceSpec", "FAMILIES", "FpgaFabric",
            "InputError", "LINK_PATHS", "LINK_TYPES", "LinkSpec", "MEMORY_TIERS", "MemoryTier", "ModelSpec", "NORMS",
            "PEAK_FALLBACKS", "SpecError", "SystemSpec", "TreeSpec"]

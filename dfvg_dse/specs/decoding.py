@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dfvg_dse.specs.hardware import InputError, SpecError
+from dfvg_dse.specs.hardware import InputError, SpecError, describe
 
 @dataclass(frozen=True)
 class TreeSpec:
@@ -76,7 +76,7 @@ class TreeSpec:
 
 @dataclass(frozen=True)
 class ConfidenceModel:
-    """Draft confidences of a node's ranked children and P(accept | confidence) (model.md §4).
+    """Draft confidences of a node's ranked children and P(accept | confidence) (docs/acceptance-and-trees.md, "Dynamic drafting").
 
     At depth d (1-based; rows past the last reuse it) the top-1 child's confidence q_1 follows
     Beta(m c, (1 - m) c) with mean m = top1_mean[d-1] and concentration c; rank r >= 2 gets
@@ -138,7 +138,7 @@ class ConfidenceModel:
 
 @dataclass(frozen=True, eq=False)  # compared and hashed by identity: it holds thousands of positions
 class AcceptanceTrace:
-    """Teacher-forced acceptance along text the target wrote itself (model.md §4): one entry per run,
+    """Teacher-forced acceptance along text the target wrote itself (docs/acceptance-and-trees.md, "Trace replay"): one entry per run,
     a prompt's continuation of at least `run_tokens` new tokens (more, so a last round can accept
     past the end, as a real run does). Position 0 is the prefill's token; position t >= 1 says how
     the draft, given the target's tokens before t, treats the target's token t:
@@ -176,7 +176,7 @@ class AcceptanceTrace:
 
 @dataclass(frozen=True)
 class AcceptanceProfile:
-    """Acceptance statistics of a draft/target pair (model.md §4).
+    """Acceptance statistics of a draft/target pair (docs/acceptance-and-trees.md, "Conventions").
 
     `rank_probs[r]`: P(the (r+1)-th ranked child is accepted | its parent was), Sequoia's p_k,
     unconditional over siblings so the sum is <= 1. A scalar alpha is the vector (alpha,).
@@ -226,7 +226,7 @@ class AdaptRule:
     def __post_init__(self) -> None:
         if not (0 <= self.threshold < 1 and self.temperature >= 0 and 1 <= self.k_max and 1 <= self.budget
                 and 1 <= self.min_depth <= self.max_depth):
-            raise InputError(f"adapt rule {self}: need 0 <= tau < 1, T >= 0, k_max, budget >= 1, "
+            raise InputError(f"adapt rule ({describe(self)}): need 0 <= tau < 1, T >= 0, k_max, budget >= 1, "
                              "1 <= min_depth <= max_depth")
 
 
@@ -240,7 +240,7 @@ class Eagle2Rule:
 
     def __post_init__(self) -> None:
         if not (self.top_k >= 1 and self.depth >= 1 and self.total_tokens >= 2):
-            raise InputError(f"eagle-2 rule {self}: need top_k, depth >= 1 and total_tokens >= 2")
+            raise InputError(f"eagle-2 rule ({describe(self)}): need top_k, depth >= 1 and total_tokens >= 2")
 
 
 @dataclass(frozen=True)
@@ -252,7 +252,7 @@ class DuoRule:
 
     def __post_init__(self) -> None:
         if self.gamma < 1 or self.top < 2:
-            raise InputError(f"duodecoding rule {self}: need gamma >= 1 and top >= 2")
+            raise InputError(f"duodecoding rule ({describe(self)}): need gamma >= 1 and top >= 2")
 
 
 SCHEDULES = ("ar", "sequential", "overlap")
@@ -260,7 +260,7 @@ SCHEDULES = ("ar", "sequential", "overlap")
 
 @dataclass(frozen=True)
 class DecodeConfig:
-    """One decoding design: which models run where, which tree, which schedule (model.md §6).
+    """One decoding design: which models run where, which tree, which schedule (docs/pipeline.md).
 
     `system.draft` drafts and `system.verify` verifies (the same device for single-device
     speculative decoding; then `system.link` is None). A static `tree` (a chain is a tree) or a

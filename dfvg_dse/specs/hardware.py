@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -27,7 +28,24 @@ class SpecError(InputError):
         self.field = field
         self.value = value
         self.allowed = allowed
-        super().__init__(f"field '{field}' = {value!r}: {allowed}")
+        super().__init__(f"field '{field}' = {show_value(value)}: {allowed}")
+
+
+def show_value(value: object, limit: int = 60) -> str:
+    """A value as a one-line message shows it: floats without binary noise (1e-05, not
+    9.999999999999999e-06), long values cut to `limit` characters."""
+    if isinstance(value, float):
+        text = f"{value:.6g}"
+    elif isinstance(value, (list, tuple)):
+        text = "[" + ", ".join(show_value(v, limit) for v in value[:8]) + (", ...]" if len(value) > 8 else "]")
+    else:
+        text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def describe(spec: object) -> str:
+    """A frozen dataclass's fields as 'name=value, ...' for messages (never the Python repr)."""
+    return ", ".join(f"{f.name}={show_value(getattr(spec, f.name))}" for f in dataclasses.fields(spec))
 
 
 def _require_positive(obj: object, *names: str) -> None:
@@ -133,7 +151,7 @@ class ModelSpec:
 
     @property
     def compute_dtype(self) -> str:
-        """The dtype whose peak ops/s a forward of this model runs at (fp16, bf16, fp32, int8)."""
+        """The dtype whose peak ops/s a forward of this model runs at (fp16, bf16, fp32, fp8, fp4, int8)."""
         return DTYPE_COMPUTE[self.weight_dtype]
 
     @property
@@ -152,10 +170,13 @@ class ModelSpec:
 
 
 DEVICE_KINDS = ("gpu", "fpga", "cpu")
+# Compute dtype -> the rates tried in order. fp8 and fp4 without their own tensor cores run as
+# weight-only formats dequantised to 16-bit (Marlin-style kernels), not at an 8-bit rate.
 PEAK_FALLBACKS = {
     "fp16": ("fp16", "bf16", "fp32"),
     "bf16": ("bf16", "fp16", "fp32"),
     "fp8": ("fp8", "fp16", "bf16", "fp32"),
+    "fp4": ("fp4", "fp16", "bf16", "fp32"),
     "int8": ("int8", "fp16", "bf16", "fp32"),
     "fp32": ("fp32",),
 }
@@ -185,7 +206,7 @@ class MemoryTier:
 class FpgaFabric:
     """The FPGA-specific part of a device: DSP array, on-chip SRAM and branch lanes.
 
-    Peak ops/s = pe_dsp_count x 2 (multiply and add) x products_per_dsp x clock (model.md §3).
+    Peak ops/s = pe_dsp_count x 2 (multiply and add) x products_per_dsp x clock (docs/cost-model.md §4).
     """
 
     dsp_type: str
@@ -216,11 +237,23 @@ class FpgaFabric:
         return self.pe_dsp_count * 2 * self.products_per_dsp * self.clock_hz
 
 
+class ComputePeak(NamedTuple):
+    """The dense peak a forward in `requested` runs at on a device, and the dtype that rate belongs to."""
+
+    flops_per_s: float
+    dtype: str  # the rate actually used: `requested`, or the wider dtype it fell back to
+    requested: str
+
+    @property
+    def fell_back(self) -> bool:
+        return self.dtype != self.requested
+
+
 @dataclass(frozen=True)
 class DeviceSpec:
     """A compute device (GPU, FPGA or CPU) as the roofline sees it.
 
-    `peak_flops_per_s` maps a compute dtype (fp16, bf16, fp32, int8) to dense peak ops/s;
+    `peak_flops_per_s` maps a compute dtype (fp16, bf16, fp32, fp8, fp4, int8) to dense peak ops/s;
     `memory` lists off-chip tiers, the first one holding weights and KV cache by default.
     """
 
@@ -271,19 +304,24 @@ class DeviceSpec:
         if self.idle_power_w > self.decode_power_w:
             raise SpecError("idle_power", self.idle_power_w, f"must be <= decode_power ({self.decode_power_w} W)")
 
-    def peak_for(self, dtype: str) -> float:
-        """Dense peak ops/s for a compute dtype (fp16, bf16, fp32, fp8, int8).
+    def compute_peak(self, dtype: str) -> ComputePeak:
+        """Dense peak ops/s for a compute dtype (fp16, bf16, fp32, fp8, fp4, int8), and whose rate it is.
 
-        A missing low-precision rate falls back to a wider one the device has (fp8 and int8
+        A missing low-precision rate falls back to a wider one the device has (fp8, fp4 and int8
         weights dequantised to fp16/bf16, half precision computed in fp32): slower, never faster.
-        fp32 has no fallback: costing it at a half-precision rate would be optimistic.
+        The result names the dtype actually used, so callers can say so. fp32 has no fallback:
+        costing it at a half-precision rate would be optimistic.
         """
         table = dict(self.peak_flops_per_s)
         for candidate in PEAK_FALLBACKS.get(dtype, (dtype,)):
             if candidate in table:
-                return table[candidate]
+                return ComputePeak(table[candidate], candidate, dtype)
         raise SpecError(f"peak_{dtype}", None, f"device '{self.name}' states no {dtype} peak; "
                                                f"it has {', '.join(table)}")
+
+    def peak_for(self, dtype: str) -> float:
+        """Dense peak ops/s for a compute dtype, after any fallback (see `compute_peak`)."""
+        return self.compute_peak(dtype).flops_per_s
 
     @property
     def main_memory(self) -> MemoryTier:

@@ -10,6 +10,10 @@ Families (depth counts levels below the root; budget counts draft tokens):
   vllm:[(0,),(1,),(0,0)]    vLLM's speculative_token_tree literal (same paths as tuples)
   parents:-1,0,0,1          a parent array (ranks by order of appearance among siblings)
 Strings are parsed with regular expressions and `ast.literal_eval` (literals only), never eval.
+
+Limits (docs/acceptance-and-trees.md, "Limits"): every tree read here has at most MAX_TREE_TOKENS
+draft tokens, MAX_TREE_DEPTH levels and ranks below MAX_TREE_TOKENS, checked before anything of
+that size is built, so a typo such as chain:1000000000 is one line, not gigabytes.
 """
 
 from __future__ import annotations
@@ -19,12 +23,22 @@ import re
 
 from dfvg_dse.specs import InputError, TreeSpec
 
-MAX_TREE_NODES = 1 << 16
+MAX_TREE_TOKENS = 4096  # draft tokens (nodes without the root); also tree optimize's --budget cap
+MAX_TREE_DEPTH = 1024  # levels below the root
+MAX_LITERAL_CHARS = 1 << 21  # a choices/vllm string past 2 MB is not parsed (give parents instead)
+MAX_SHOWN = 60  # characters of a user's value echoed in a message
+
+
+def shown(value) -> str:
+    """A user's value for a one-line message: its repr, cut to MAX_SHOWN characters with an ellipsis."""
+    text = repr(value)
+    return text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN - 3] + "..."
 
 
 def chain(gamma: int) -> TreeSpec:
     """gamma draft tokens in a line."""
     _check_positive("chain length", gamma)
+    _check_size(1 + gamma, gamma)
     return TreeSpec(tuple(range(-1, gamma)), (0,) * (gamma + 1), f"chain:{gamma}")
 
 
@@ -32,7 +46,7 @@ def sequences(k: int, length: int) -> TreeSpec:
     """k independent sequences of `length` tokens sharing only the root."""
     _check_positive("sequences", k)
     _check_positive("sequence length", length)
-    _check_size(1 + k * length)
+    _check_size(1 + k * length, length)
     parents, ranks = [-1], [0]
     for branch in range(k):
         parents.append(0)
@@ -47,7 +61,7 @@ def kary(k: int, depth: int) -> TreeSpec:
     """The full k-ary tree of the given depth (levels below the root), in level order."""
     _check_positive("branching", k)
     _check_positive("depth", depth)
-    _check_size(sum(k ** d for d in range(depth + 1)))
+    _check_size(1 if depth > MAX_TREE_DEPTH else _kary_nodes(k, depth), depth)
     choices = [[]]
     frontier = [[]]
     for _ in range(depth):
@@ -58,10 +72,13 @@ def kary(k: int, depth: int) -> TreeSpec:
 
 def from_choices(choices, name: str = "") -> TreeSpec:
     """Medusa/EAGLE path list -> TreeSpec in level order; every prefix must be listed too."""
+    _check_size(len(choices) + 1)
     paths = [tuple(_check_path(p)) for p in choices]
-    if len(set(paths)) != len(paths):
-        raise InputError(f"tree choices: duplicate path {next(p for p in paths if paths.count(p) > 1)}")
-    _check_size(len(paths) + 1)
+    seen: set[tuple[int, ...]] = set()
+    for path in paths:
+        if path in seen:
+            raise InputError(f"tree choices: duplicate path {shown(list(path))}")
+        seen.add(path)
     ordered = sorted(paths, key=lambda p: (len(p), p))
     index = {(): 0}
     parents, ranks = [-1], [0]
@@ -90,15 +107,25 @@ def to_vllm_literal(tree: TreeSpec) -> str:
 
 def from_parents(parents, ranks=None, name: str = "") -> TreeSpec:
     """A parent array (root first, -1) -> TreeSpec; missing ranks follow order among siblings."""
-    parents = [int(p) for p in parents]
     _check_size(len(parents))
+    parents = [int(p) for p in parents]
+    for i, parent in enumerate(parents):
+        if parent != -1 if i == 0 else not 0 <= parent < i:
+            allowed = "the root, -1" if i == 0 else f"an earlier node, 0..{i - 1} (ancestors first)"
+            raise InputError(f"tree: parents[{i}] = {shown(parent)}: must be {allowed}")
     if ranks is None:
         seen: dict[int, int] = {}
         ranks = []
         for i, parent in enumerate(parents):
             ranks.append(seen.get(parent, 0) if i else 0)
             seen[parent] = ranks[-1] + 1
-    return TreeSpec(tuple(parents), tuple(int(r) for r in ranks), name or f"parents:{len(parents) - 1}")
+    elif not isinstance(ranks, (list, tuple)) or len(ranks) != len(parents) or not all(
+            isinstance(r, int) and not isinstance(r, bool) and 0 <= r < MAX_TREE_TOKENS for r in ranks):
+        raise InputError(f"tree: 'ranks' must list one integer in 0..{MAX_TREE_TOKENS - 1} per node "
+                         f"({len(parents)} nodes), got {shown(ranks)}")
+    tree = TreeSpec(tuple(parents), tuple(int(r) for r in ranks), name or f"parents:{len(parents) - 1}")
+    _check_size(tree.n_nodes, tree.depth)
+    return tree
 
 
 def from_document(data: dict, name: str = "") -> TreeSpec:
@@ -109,11 +136,16 @@ def from_document(data: dict, name: str = "") -> TreeSpec:
         return from_choices(choices if isinstance(choices, list) else _literal(str(choices), "choices"), name)
     parents = data["parents"]
     if not isinstance(parents, list) or not all(isinstance(p, int) and not isinstance(p, bool) for p in parents):
-        raise InputError(f"tree {name or 'file'}: 'parents' must be a list of integers")
+        raise InputError(f"tree {shown(name) if name else 'file'}: 'parents' must be a list of integers")
     return from_parents(parents, data.get("ranks"), name)
 
 
 _FAMILY = re.compile(r"^(chain):(\d+)$|^(seq|kary):(\d+)x(\d+)$")
+
+
+def _count(digits: str) -> int:
+    """A family's count; past 12 digits it is only "too many" (int() of a huge string is slow)."""
+    return int(digits) if len(digits) <= 12 else 10**12
 
 
 def parse_tree_spec(text: str) -> TreeSpec:
@@ -122,27 +154,31 @@ def parse_tree_spec(text: str) -> TreeSpec:
     match = _FAMILY.match(text)
     if match:
         if match.group(1):
-            return chain(int(match.group(2)))
-        family, a, b = match.group(3), int(match.group(4)), int(match.group(5))
+            return chain(_count(match.group(2)))
+        family, a, b = match.group(3), _count(match.group(4)), _count(match.group(5))
         return sequences(a, b) if family == "seq" else kary(a, b)
     kind, _, body = text.partition(":")
     if kind in ("choices", "vllm"):
         return from_choices(_literal(body, kind), text if len(text) <= 40 else "")
     if kind == "parents":
+        _check_size(body.count(",") + 1)  # before converting: the count alone can be past the limit
         try:
             parents = [int(x) for x in body.split(",")]
         except ValueError:
-            raise InputError(f"tree {text!r}: parents must be integers like -1,0,0,1") from None
+            raise InputError(f"tree {shown(text)}: parents must be integers like -1,0,0,1") from None
         return from_parents(parents)
-    raise InputError(f"tree {text!r}: expected chain:G, seq:KxL, kary:KxD, choices:[[0],[0,0]], "
+    raise InputError(f"tree {shown(text)}: expected chain:G, seq:KxL, kary:KxD, choices:[[0],[0,0]], "
                      f"vllm:[(0,),(0,0)] or parents:-1,0,1")
 
 
 def _literal(body: str, kind: str) -> list:
+    if len(body) > MAX_LITERAL_CHARS:
+        raise InputError(f"tree {kind}: {len(body):,} characters, past the {MAX_LITERAL_CHARS:,} read as a "
+                         "path list; give the tree as parents (a JSON/TOML file)")
     try:
         value = ast.literal_eval(body.strip().strip("'\""))
     except (ValueError, SyntaxError, MemoryError, RecursionError):
-        raise InputError(f"tree {kind}: {body[:40]!r} is not a list of paths") from None
+        raise InputError(f"tree {kind}: {shown(body[:MAX_SHOWN])} is not a list of paths") from None
     if not isinstance(value, (list, tuple)):
         raise InputError(f"tree {kind}: expected a list of paths, got {type(value).__name__}")
     return list(value)
@@ -150,8 +186,10 @@ def _literal(body: str, kind: str) -> list:
 
 def _check_path(path) -> list[int]:
     if not isinstance(path, (list, tuple)) or not path or not all(
-            isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in path):
-        raise InputError(f"tree choices: {path!r} is not a path of ranks >= 0")
+            isinstance(r, int) and not isinstance(r, bool) and 0 <= r < MAX_TREE_TOKENS for r in path):
+        raise InputError(f"tree choices: {shown(path)} is not a path of ranks in 0..{MAX_TREE_TOKENS - 1}")
+    if len(path) > MAX_TREE_DEPTH:
+        _check_size(1, len(path))
     return list(path)
 
 
@@ -160,9 +198,26 @@ def _check_positive(what: str, value: int) -> None:
         raise InputError(f"tree: {what} must be >= 1, got {value}")
 
 
-def _check_size(nodes: int) -> None:
-    if nodes > MAX_TREE_NODES:
-        raise InputError(f"tree: {nodes} nodes; at most {MAX_TREE_NODES} are supported")
+def _kary_nodes(k: int, depth: int) -> int:
+    """Nodes of the full k-ary tree of `depth` levels, counted only until past the limit."""
+    nodes, level = 1, 1
+    for _ in range(depth):
+        level *= k
+        nodes += level
+        if nodes > MAX_TREE_TOKENS + 1:
+            break
+    return nodes
+
+
+def _check_size(nodes: int, depth: int = 0) -> None:
+    """At most MAX_TREE_TOKENS draft tokens and MAX_TREE_DEPTH levels (module docstring)."""
+    if nodes - 1 > MAX_TREE_TOKENS:
+        count = f"{nodes - 1:,}" if nodes < 10**12 else "more than 10^12"
+        raise InputError(f"tree: {count} draft tokens; at most {MAX_TREE_TOKENS} (and depth {MAX_TREE_DEPTH}) "
+                         "are supported")
+    if depth > MAX_TREE_DEPTH:
+        raise InputError(f"tree: depth {depth:,}; at most {MAX_TREE_DEPTH} levels (and {MAX_TREE_TOKENS} "
+                         "draft tokens) are supported")
 
 
 def draw_tree(tree: TreeSpec, profile=None) -> list[str]:

@@ -8,7 +8,7 @@ from dfvg_dse.costs.stages import tree_draft_time_s, tree_verify_cost
 from dfvg_dse.specs import AcceptanceProfile, DeviceSpec, ModelSpec
 from dfvg_dse.tree.optimal import optimal_tree
 
-# Batch-1 decode of LLaMA-2-7B in 16-bit (hardware.md §4b), about 100 tokens of context.
+# Measured batch-1 decode of LLaMA-2-7B in 16-bit (sources per row), about 100 tokens of context.
 GPT_FAST = (("a100-80gb", 104.9, "pytorch-labs/gpt-fast README (A100-80GB, power-limited to 330 W)"),
             ("rtx-4090", 65.0, "pytorch-labs/gpt-fast issue #27 (RTX 4090, ~65 tok/s)"),
             ("a10", 1 / 0.027, "InternLM/lmdeploy issue #210 (A10, 27 ms/token)"))

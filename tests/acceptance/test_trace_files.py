@@ -95,7 +95,7 @@ def test_a_missing_trace_file_is_one_line(tmp_path):
 def test_a_missing_profile_file_says_so(tmp_path):
     result = CliRunner().invoke(cli, ["estimate", "--target", "qwen3-8b", "--draft", "qwen3-0.6b", "--verify-device",
                                       "rtx-4090", "--tree", "chain:4", "--acceptance", str(tmp_path / "nope.toml")])
-    assert result.exit_code == 2 and "no such profile file" in result.stderr
+    assert result.exit_code == 2 and "acceptance: no such file" in result.stderr and "nope.toml" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
 
 

@@ -21,7 +21,7 @@ T5 = [([1, 0], [.5, .5], 2, [0.5, 0.25], [0.5, 0.5]),
 
 @pytest.mark.parametrize("p, q, k, specinfer, sequoia", T5)
 def test_t5_vectors(p, q, k, specinfer, sequoia):
-    # T5 (landscape.md §4): per-candidate acceptance by exact enumeration
+    # T5 (SpecInfer arXiv 2305.09781; Sequoia arXiv 2402.12374, Alg. 2): per-candidate acceptance by exact enumeration
     np.testing.assert_allclose(specinfer_acceptance(p, q, k), specinfer, atol=5e-7)
     np.testing.assert_allclose(sequoia_acceptance(p, q, k), sequoia, atol=5e-7)
 

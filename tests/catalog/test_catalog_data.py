@@ -101,7 +101,7 @@ def test_dfvg_paper_table_3_shapes(catalog):
 
 
 def test_dfvg_platform_figures(catalog):
-    # DFVG (ASPLOS 2026) Table 2 and hardware.md §1.
+    # DFVG (ASPLOS 2026) Table 2; V80 HBM 819.2 GB/s = 2 stacks x 8 channels x 128 bit x 3.2 GT/s (AMD PG313).
     v80 = catalog.device("v80")
     assert v80.main_memory.bandwidth_bytes_per_s == pytest.approx(819.2e9)
     assert v80.fpga.clock_hz == 300e6 and v80.decode_power_w == 75 and v80.tdp_w == 190
@@ -110,10 +110,27 @@ def test_dfvg_platform_figures(catalog):
     assert catalog.link("pcie-gen4-x16-host-staged").bandwidth_bytes_per_s == pytest.approx(31.5e9, rel=0.01)
 
 
-def test_defaults_follow_hardware_md(catalog):
+def test_defaults_follow_the_cost_model_doc(catalog):  # docs/cost-model.md §6
     d = catalog.defaults()
     assert d.eta_for("fpga_hbm_bandwidth") == 0.65 and d.eta_for("link") == 0.80
     assert d.power_fraction_for("gpu_decode_fraction") == 0.5 and d.token_record_bytes == 16
+
+
+# Tensor cores with FP8: Hopper, Ada and Blackwell; Ampere has none. FP4: Blackwell only.
+FP8_GPUS = {"h100-sxm", "h100-pcie", "h200", "l4", "l40s", "rtx-4090", "b200"}
+NO_FP8_GPUS = {"a100-40gb", "a100-80gb", "a10", "rtx-3090"}
+
+
+def test_fp8_and_fp4_peaks_exist_where_the_silicon_has_them(catalog):
+    assert FP8_GPUS | NO_FP8_GPUS == set(catalog.hw_names("gpu"))
+    for name in FP8_GPUS | NO_FP8_GPUS:
+        peaks = dict(catalog.device(name).peak_flops_per_s)
+        assert ("fp8" in peaks) == (name in FP8_GPUS), name
+        assert ("fp4" in peaks) == (name == "b200"), name
+        if "fp8" in peaks:  # each halving of the operand width doubles the dense tensor rate on these parts
+            assert peaks["fp8"] == pytest.approx(2 * peaks["fp16"], rel=0.03), name
+    b200 = dict(catalog.device("b200").peak_flops_per_s)
+    assert b200["fp4"] == pytest.approx(2 * b200["fp8"]) and "fp32" not in b200
 
 
 def test_lookup_is_exact_and_suggests_close_names(catalog):

@@ -39,7 +39,7 @@ def test_bad_model_file(models_copy, old, new, message):
      'tdp = { value = 450, unit = "W", tag = "paper", source = "" }', r"field 'tdp.source' = '': every number needs"),
     ('tdp = { value = 450, unit = "W", tag = "paper",', 'tdp = { value = 450, unit = "W", tag = "guess",',
      r"field 'tdp.tag' = 'guess': allowed: datasheet"),
-    ('decode_power = { value = 236,', 'decode_power = { value = 500,', r"field 'decode_power' = 500.0: must be <= tdp"),
+    ('decode_power = { value = 236,', 'decode_power = { value = 500,', r"field 'decode_power' = 500: must be <= tdp"),
     ('host_link =', 'host_lnk =', r"field 'host_lnk' = .*unknown field; did you mean 'host_link'"),
     ('kind = "gpu"', 'kind = "fpga"', r"field 'kind' = 'fpga': must be 'gpu'"),
 ])

@@ -8,7 +8,7 @@ from dfvg_dse.costs import link_bound_names, link_time
 
 def test_host_staged_token_records_are_latency_bound(catalog):
     link = catalog.link("pcie-gen4-x16-host-staged")
-    record = 8 * 16  # k = 8 DFVG token records of 16 bytes (hardware.md §5b)
+    record = 8 * 16  # k = 8 DFVG token records of 16 bytes (DFVG, ASPLOS 2026)
     t = link_time(link, record)
     beta = link.bandwidth_bytes_per_s * link.efficiency
     expected = link.hops * (link.latency_s + record / beta) + link.software_overhead_s

@@ -1,4 +1,4 @@
-"""Schedules: limiting cases, orderings and energy bookkeeping (model.md §6-7)."""
+"""Schedules: limiting cases, orderings and energy bookkeeping (docs/pipeline.md)."""
 
 import dataclasses
 
@@ -116,7 +116,7 @@ def test_infeasible_designs_say_why(make, kw, reason):
 def test_a_target_that_does_not_fit_is_infeasible(catalog, parts):
     big = catalog.model("llama-2-70b")
     est = estimate(DecodeConfig(big, SystemSpec(parts["gpu"], parts["gpu"]), schedule="ar"))
-    assert not est.feasible and "need 138" in est.reason
+    assert not est.feasible and "needs 138" in est.reason
 
 
 def test_batch_amortises_weights_but_shrinks_the_gain(make):

@@ -147,3 +147,20 @@ def test_text_prompts_go_through_the_folders_tokenizer(run, tmp_path):
     (tmp_path / "target" / "tokenizer.json").write_text("{not json")
     bad = run("reference", "generate", "--target", str(tmp_path / "target"), "--prompt", "w1", "--mode", "ar")
     assert bad.exit_code == 2 and "tokenizer.json" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"rope_parameters": {"rope_type": "su", "rope_theta": 10000.0}},
+     "field 'config.rope_parameters.rope_type' = 'su': allowed: default, linear, dynamic, llama3, yarn, longrope"),
+    ({"rope_scaling": {"type": "yarn", "factor": 4.0, "beta_fast": "fast"}},
+     "field 'config.rope_scaling.beta_fast' = 'fast': must be a number > 0"),
+    ({"rope_theta": 0}, "field 'config.rope_theta' = 0: must be a number > 0"),
+    ({"num_local_experts": 8}, "field 'config.num_local_experts' = 8: a mixture-of-experts model: MoE targets are not"),
+])
+def test_checkpoints_with_unknown_rope_or_experts_are_refused_in_one_line(run, tmp_path, change, message):
+    write_checkpoint(tmp_path / "bad", TARGET, seed=1)
+    path = tmp_path / "bad" / "config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **change}))
+    result = run("reference", "generate", "--target", str(tmp_path / "bad"), "--prompt-ids", "1", "--mode", "ar")
+    assert result.exit_code == 2 and f"{path}: {message}" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1

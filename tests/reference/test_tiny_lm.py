@@ -8,6 +8,7 @@ import pytest
 
 from dfvg_dse.reference import KVCache, ReferenceConfig, forward, random_weights, tree_mask
 from dfvg_dse.specs import ModelSpec
+from dfvg_dse.specs.rope import RopeSpec
 
 SHAPES = {
     "llama": dict(family="llama", n_heads=4, n_kv_heads=4),
@@ -70,7 +71,7 @@ def naive_logits(w: dict, config: ReferenceConfig, tokens: list[int]) -> np.ndar
     s = config.spec
     if s.family == "opt":
         return naive_opt_logits(w, config, tokens)
-    eps, theta = config.rms_norm_eps, config.rope_theta
+    eps, theta = config.rms_norm_eps, config.rope.theta
 
     def norm(x, weight):
         return x / math.sqrt(float(np.mean(x * x)) + eps) * weight
@@ -127,7 +128,7 @@ def naive_logits(w: dict, config: ReferenceConfig, tokens: list[int]) -> np.ndar
 @pytest.mark.parametrize("name", list(SHAPES))
 def test_cached_forward_equals_the_naive_implementation(name):
     spec = spec_for(name)
-    config = ReferenceConfig(spec, rope_theta=10000.0, rms_norm_eps=1e-6)
+    config = ReferenceConfig(spec, rope=RopeSpec(theta=10000.0), rms_norm_eps=1e-6)
     w = random_weights(spec, seed=1)
     tokens = [3, 17, 5, 42, 8, 0, 21]
     expected = naive_logits(w, config, tokens)

@@ -74,7 +74,7 @@ CHAIN = {**DESIGN, "draft_kind": "gpu", "draft_device": "rtx-4090", "schedule": 
 
 
 def test_vllm_tree_length_matches_num_speculative_tokens():
-    # T15 (landscape.md §4): the tree literal's length is num_speculative_tokens
+    # T15 (vLLM SpeculativeConfig, <= 0.20): the tree literal's length is num_speculative_tokens
     config = engine_config(DESIGN, "vllm")["speculative_config"]
     tree = ast.literal_eval(config["speculative_token_tree"])
     assert config["num_speculative_tokens"] == len(tree) == 3 and tree == [(0,), (1,), (0, 0)]

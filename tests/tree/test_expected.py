@@ -10,7 +10,7 @@ from dfvg_dse.acceptance.chain import expected_tokens_chain
 from dfvg_dse.specs import AcceptanceProfile
 from dfvg_dse.tree import chain, from_choices, parse_tree_spec, sequences
 
-# Infini-AI-Lab/Sequoia demo acceptance-rate-vector.pt: p_1..p_32 (landscape.md T6)
+# Infini-AI-Lab/Sequoia demo acceptance-rate-vector.pt: p_1..p_32 (Infini-AI-Lab/Sequoia demo-config.json; 667 verification steps)
 DEMO = (0.63418293, 0.10794602, 0.05697151, 0.02248876, 0.01949026, 0.0149925, 0.00449775, 0.0029985, 0.011994,
         0.00449775, 0.00749625, 0.00449775, 0.005997, 0.0029985, 0.00149925, 0.0029985, 0.00149925, 0.0029985, 0.0,
         0.0029985, 0.0029985, 0.0029985, 0.0, 0.00149925, 0.0, 0.00149925, 0.0, 0.0, 0.0, 0.00149925, 0.00149925,
@@ -32,7 +32,7 @@ MEDUSA = [[0], [0, 0], [1], [0, 1], [2], [0, 0, 0], [1, 0], [0, 2], [3], [0, 3],
     (from_choices(EAGLE), 26, 3.2313), (from_choices(MEDUSA), 64, 3.3548), (sequences(5, 8), 41, 3.2390),
     (sequences(2, 4), 9, 2.7005), (sequences(16, 48), 769, 3.4754)])
 def test_t9_published_trees(tree, nodes, expected):
-    # T9 (landscape.md §4): F of published static trees under the demo vector
+    # T9 (docs/acceptance-and-trees.md): F of published static trees under the demo vector
     assert tree.n_nodes == nodes
     assert expected_tokens(tree, DEMO_PROFILE) == pytest.approx(expected, abs=5e-5)
 

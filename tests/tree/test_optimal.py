@@ -13,7 +13,7 @@ from dfvg_dse.specs import AcceptanceProfile, TreeSpec
 from dfvg_dse.tree import best_tree_for_round_time, dp_tree, greedy_tree, optimal_tree, sequoia_dp
 from test_expected import DEMO_PROFILE
 
-# T6 (landscape.md §4): best F by node count n (root included), depth <= 10 levels including the root
+# T6 (docs/acceptance-and-trees.md; Infini-AI-Lab/Sequoia demo vector): best F by node count n (root included), depth <= 10 levels including the root
 T6_N = {1: 1.0, 2: 1.6342, 3: 2.0364, 4: 2.2914, 5: 2.4532, 6: 2.5611, 8: 2.7322, 16: 3.1303, 32: 3.5007,
         64: 3.8523, 128: 4.1921}
 T6_DEPTH = {16: [1.9025, 2.5207, 2.8645, 3.0126, 3.0876, 3.1252, 3.1303, 3.1303, 3.1303],

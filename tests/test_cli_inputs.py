@@ -1,0 +1,190 @@
+"""Issue 12: inputs that used to be ignored, defaulted or mangled silently now get one line and exit 2, a
+warning, or a correct answer. Every case here was reproduced on the code before the fix."""
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from dfvg_dse.acceptance import acceptance_warnings, expected_tokens
+from dfvg_dse.cli import cli
+from dfvg_dse.specs import AcceptanceProfile
+from dfvg_dse.tree import parse_tree_spec
+
+CONFIGS = Path(__file__).parent / "catalog"
+ESTIMATE = ["estimate", "--target", "qwen3-8b", "--draft", "qwen3-0.6b", "--verify-device", "rtx-4090",
+            "--draft-device", "v80"]
+
+
+@pytest.fixture
+def run():
+    runner = CliRunner()
+    return lambda *args: runner.invoke(cli, list(args), catch_exceptions=False)
+
+
+def _one_line_error(result, *needles):
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    for needle in needles:
+        assert needle in result.stderr, result.stderr
+    assert len(result.stderr.strip()) < 300, result.stderr
+
+
+@pytest.mark.parametrize("option", ["--acceptance", "--tree", "--link", "--draft-device"])
+def test_an_empty_option_is_refused_not_defaulted(run, option):
+    args = [a for a in ESTIMATE if a not in ("--draft-device", "v80")] if option == "--draft-device" else ESTIMATE
+    _one_line_error(run(*args, option, ""), option, "empty value")
+
+
+def test_an_empty_argument_is_refused(run):
+    _one_line_error(run("hw", "show", " "), "empty value")
+
+
+def test_options_a_mode_does_not_read_are_refused(run):
+    _one_line_error(run(*ESTIMATE, "--schedule", "ar", "--tree", "chain:4"), "--tree", "--schedule ar")
+    _one_line_error(run(*ESTIMATE, "--tree", "chain:3", "--threshold", "0.2"), "--threshold", "--tree")
+    _one_line_error(run(*ESTIMATE, "--dynamic", "eagle2", "--gamma", "4"), "--gamma", "--dynamic eagle2")
+    _one_line_error(run("reference", "generate", "--mode", "ar", "--tree", "chain:4", "--prompt", "ab"),
+                    "--tree", "--mode ar")
+    _one_line_error(run("compare", "--preset", "dfvg-paper", "--target", "llama-2-7b"), "--target", "--preset")
+
+
+def test_the_options_a_mode_reads_still_work(run):
+    result = run(*ESTIMATE, "--dynamic", "eagle2", "--top-k", "4", "--rounds", "500", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["dynamic"]["top_k"] == 4
+
+
+def test_bench_refuses_more_prompts_than_it_has(run):
+    _one_line_error(run("reference", "bench", "--count", "1000"), "--count 1000", "32 prompts")
+
+
+def test_cost_warns_when_the_model_does_not_fit(run):
+    result = run("cost", "--model", "llama-2-70b", "--device", "rtx-4090", "--json")
+    record = json.loads(result.stdout)
+    assert not record["memory_fit"]["fits"]
+    assert any("does not fit rtx-4090" in w for w in record["warnings"]), record["warnings"]
+    fits = json.loads(run("cost", "--model", "llama-2-7b", "--device", "rtx-4090", "--json").stdout)
+    assert fits["memory_fit"]["fits"] and fits["warnings"] == []
+
+
+def test_an_empty_study_is_refused(run, tmp_path):
+    study = tmp_path / "empty.toml"
+    study.write_text("")
+    _one_line_error(run("search", "--study", str(study), "--trials", "2"), "empty study")
+
+
+def test_import_does_not_silently_shadow_a_shipped_model(run):
+    config = str(CONFIGS / "config_qwen2_tiny.json")
+    _one_line_error(run("models", "import", config, "--name", "qwen3-8b"), "--name qwen3-8b", "--force")
+    assert run("models", "show", "qwen3-8b", "--json").exit_code == 0
+    assert json.loads(run("models", "show", "qwen3-8b", "--json").stdout)["spec"]["n_layers"] == 36
+    forced = run("models", "import", config, "--name", "qwen3-8b", "--force")
+    assert forced.exit_code == 0, forced.stderr
+    assert json.loads(run("models", "show", "qwen3-8b", "--json").stdout)["spec"]["family"] == "qwen2"
+
+
+@pytest.mark.parametrize("command", [["compare", "--target", "qwen3-8b", "--draft", "qwen3-0.6b", "--gpu", "v80"],
+                                     ["sensitivity", "--vary", "batch", "--gpu", "v80"],
+                                     ["compare", "--target", "qwen3-8b", "--draft", "qwen3-0.6b", "--cpu", "rtx-4090"]])
+def test_a_device_of_the_wrong_kind_is_refused(run, command):
+    _one_line_error(run(*command), "not a")
+
+
+def test_sensitivity_names_targets_that_do_not_fit_apart_from_losses(run):
+    result = run("sensitivity", "--vary", "target", "--values", "qwen3-8b,qwen3-32b", "--rounds", "200", "--json")
+    document = json.loads(result.stdout)
+    assert set(document["infeasible"]) == {"qwen3-32b"} and "GB" in document["infeasible"]["qwen3-32b"]
+    assert "infeasible at qwen3-32b" in document["crossover"] and "not at qwen3-32b" not in document["crossover"]
+    text = run("sensitivity", "--vary", "target", "--values", "qwen3-8b,qwen3-32b", "--rounds", "200").stdout
+    assert "qwen3-32b: infeasible: target needs" in text
+
+
+def test_acceptance_warnings_are_printed_and_in_json(run):
+    result = run("tree", "expected", "--acceptance", "0.7", "--tree", "kary:2x2", "--json")
+    warnings = json.loads(result.stdout)["warnings"]
+    assert len(warnings) == 1 and "4 of the tree's 6 draft tokens" in warnings[0]
+    text = run("tree", "expected", "--acceptance", "0.1,0.5", "--tree", "chain:3")
+    assert "rank 2 (0.5) is likelier than rank 1 (0.1)" in text.stderr
+    estimate = json.loads(run(*ESTIMATE, "--acceptance", "0.7", "--tree", "kary:2x2", "--json").stdout)
+    assert any("scalar acceptance" in w for w in estimate["warnings"])
+    clean = json.loads(run(*ESTIMATE, "--acceptance", "0.6,0.2,0.1", "--tree", "kary:2x2", "--json").stdout)
+    assert clean["warnings"] == []
+
+
+@pytest.mark.parametrize("tree", ["kary:2x2", "kary:3x3", "seq:4x3", "choices:[[0],[1],[1,0],[1,0,0],[0,0]]"])
+def test_a_scalar_acceptance_scores_a_tree_as_its_rank_one_chain(tree):
+    """What the warning claims, checked by an independent computation: F(T) under alpha equals F of
+    the tree's rank-0 path, and the warning counts exactly the nodes off that path."""
+    spec = parse_tree_spec(tree)
+    alpha = AcceptanceProfile("alpha 0.7", (0.7,))
+    on_path = [i == 0 or (spec.ranks[i] == 0) for i in range(spec.n_nodes)]
+    for i in range(1, spec.n_nodes):
+        on_path[i] = on_path[i] and on_path[spec.parents[i]]
+    depth = max((d for d, keep in zip(_depths(spec), on_path) if keep), default=0)
+    assert expected_tokens(spec, alpha) == pytest.approx(expected_tokens(parse_tree_spec(f"chain:{depth}"), alpha))
+    (warning,) = acceptance_warnings(alpha, spec)
+    assert f"{spec.n_nodes - sum(on_path)} of the tree's {spec.budget} draft tokens" in warning
+
+
+def _depths(spec):
+    depths = [0] * spec.n_nodes
+    for i in range(1, spec.n_nodes):
+        depths[i] = depths[spec.parents[i]] + 1
+    return depths
+
+
+def test_a_missing_default_pair_says_pass_acceptance(run):
+    result = run("estimate", "--target", "llama-2-13b", "--draft", "llama-160m", "--verify-device", "a100-80gb")
+    _one_line_error(result, "no acceptance profile for llama-2-13b/llama-160m", "pass --acceptance")
+
+
+def test_unknown_names_are_short_and_values_are_not_python_reprs(run):
+    _one_line_error(run("hw", "show", "nope"), "unknown hardware entry 'nope'", "in all")
+    result = run(*ESTIMATE, "--dynamic", "adapt", "--threshold", "1.5")
+    _one_line_error(result, "threshold=1.5")
+    assert "AdaptRule(" not in result.stderr
+
+
+@pytest.mark.parametrize("plot", ["x.bmp", "x"])
+def test_an_unsupported_plot_format_is_refused_before_the_work(run, tmp_path, plot):
+    result = run("compare", "--target", "qwen3-8b", "--draft", "qwen3-0.6b", "--plot", str(tmp_path / plot))
+    _one_line_error(result, "unsupported format", ".png, .svg, .pdf")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o002])
+def test_output_folders_are_created_and_files_follow_the_umask(run, tmp_path, umask):
+    old = os.umask(umask)
+    try:
+        plot = tmp_path / "new" / "deeper" / "bars.svg"
+        result = run("sensitivity", "--vary", "batch", "--values", "1,2", "--rounds", "200", "--plot", str(plot))
+        assert result.exit_code == 0, result.stderr
+        run_folder = tmp_path / "runs"
+        assert run("sweep", "--results-dir", str(run_folder), "--run-id", "s").exit_code == 0
+    finally:
+        os.umask(old)
+    written = [plot, run_folder / "s" / "manifest.json", run_folder / "s" / "pareto.csv", run_folder / "s" / "pareto.png"]
+    for path in written:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask, path
+    assert not [p for p in plot.parent.iterdir() if p.name.startswith(".")]  # no temporary left behind
+
+
+def test_unwritable_places_are_one_line(run, tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    _one_line_error(run("search", "--trials", "2", "--results-dir", str(afile)), "not a folder")
+    _one_line_error(run("sweep", "--results-dir", "/dev/null"), "not a folder")
+    _one_line_error(run("sweep", "--results-dir", str(afile / "sub")), "cannot create")
+    _one_line_error(run("sensitivity", "--vary", "batch", "--plot", str(afile / "x.png")), "cannot create its folder")
+
+
+def test_pareto_reads_a_sweep_and_export_says_why_it_cannot(run, tmp_path):
+    assert run("sweep", "--results-dir", str(tmp_path), "--run-id", "s").exit_code == 0
+    result = run("pareto", str(tmp_path / "s"), "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["pareto_size"] >= 1
+    _one_line_error(run("export", str(tmp_path / "s")), "a sweep run", "dfvg-dse search")
