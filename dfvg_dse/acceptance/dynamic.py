@@ -21,6 +21,12 @@ over confidences is a seeded, vectorised Monte Carlo with its standard error; wi
 model (a plain rank vector as confidences) and T = 0 the tree is fixed and F is exact. The same
 pass samples the target's actual choice at every node, which gives an independent direct
 simulation of the accepted length.
+
+Rounds are drawn in chunks (round_chunks): at most MAX_CHUNK_ROUNDS rounds and about CHUNK_CELLS
+candidate cells at a time, chunk i from its own stream (SeedSequence(seed) spawn key (i,)), and the
+statistics are merged chunk by chunk, so memory does not grow with the number of rounds; a run is
+a function of (seed, rounds). Per-round arrays are kept only on request (keep_rounds). Work past
+MAX_MC_WORK is refused up front (docs/acceptance-and-trees.md, "Limits").
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from dfvg_dse.specs import AcceptanceProfile, AdaptRule, ConfidenceModel, DuoRule, Eagle2Rule
+from dfvg_dse.specs import AcceptanceProfile, AdaptRule, ConfidenceModel, DuoRule, Eagle2Rule, InputError
 
 
 def duo_sequences(first_probs, second_prob: float, gamma: int) -> int:
@@ -49,6 +55,21 @@ def duo_sequences(first_probs, second_prob: float, gamma: int) -> int:
     return max(d for d in range(1, k + 1) if gamma % d == 0)
 
 
+CHUNK_CELLS = 1 << 19  # candidate cells (rounds x nodes x ranks) drawn at once: arrays of 4 MB
+MAX_CHUNK_ROUNDS = 4096
+MAX_MC_WORK = 1e9  # rounds x round_work: about 30 s on the 2-core dev machine (docs/acceptance-and-trees.md, "Limits")
+NODE_WORK, POOL_WORK = 8, 2  # cost of a frontier node and of a rerank-pool cell, in candidate cells
+
+
+class RoundChunk(NamedTuple):
+    """Per-round results of one chunk of rounds."""
+
+    expected: np.ndarray  # (n,) F given the round's confidences
+    tokens: np.ndarray  # (n,) sampled accepted tokens + 1
+    widths: np.ndarray  # (n, levels) drafted nodes per level; chunks may differ in levels
+    deepest: np.ndarray  # (n,) deepest drafted level
+
+
 class DynamicEstimate(NamedTuple):
     """Expected behaviour of a dynamic drafting rule per round."""
 
@@ -61,9 +82,9 @@ class DynamicEstimate(NamedTuple):
     simulated_standard_error: float
     method: str  # "exact" or "monte-carlo"
     rounds: int
-    round_expected: np.ndarray  # per round: F given that round's confidences
-    round_tokens: np.ndarray  # per round: sampled accepted tokens + 1
-    round_widths: np.ndarray  # (rounds, levels): drafted nodes per level in each round
+    round_expected: np.ndarray  # per round: F given that round's confidences (keep_rounds only, else empty)
+    round_tokens: np.ndarray  # per round: sampled accepted tokens + 1 (keep_rounds only)
+    round_widths: np.ndarray  # (rounds, levels): drafted nodes per level in each round (keep_rounds only)
 
 
 def _confidences(profile: AcceptanceProfile, ranks: int) -> tuple[ConfidenceModel | None, np.ndarray]:
@@ -119,13 +140,9 @@ def _gather(a: np.ndarray, idx: np.ndarray) -> np.ndarray:
     return np.take_along_axis(a, idx, axis=1)
 
 
-def simulate_adapt(profile: AcceptanceProfile, rule: AdaptRule, rounds: int = 20000, seed: int = 0,
-                   ranks: int = 16) -> DynamicEstimate:
-    """Expected tokens, nodes per level and depth of ADAPT drafting (docs/acceptance-and-trees.md,
-    "Dynamic drafting")."""
+def _adapt_chunk(profile: AcceptanceProfile, rule: AdaptRule, rounds: int, rng, ranks: int) -> RoundChunk:
+    """ADAPT over `rounds` independent rounds (module docstring)."""
     model, fixed = _confidences(profile, ranks)
-    exact = model is None and rule.temperature == 0  # a fixed tree: F is the same in every round
-    rng = np.random.default_rng(seed)
     level = _Level(np.zeros((rounds, 1)), np.ones((rounds, 1)), np.ones((rounds, 1), dtype=bool))
     budget = np.full(rounds, rule.budget)
     f, tokens = np.ones(rounds), np.ones(rounds)
@@ -152,16 +169,12 @@ def simulate_adapt(profile: AcceptanceProfile, rule: AdaptRule, rounds: int = 20
         budget -= count
         widths.append(count)
         deepest = np.where(count > 0, depth, deepest)
-    return _estimate(f, tokens, widths, deepest, exact)
+    return RoundChunk(f, tokens, _stack(widths, rounds), deepest)
 
 
-def simulate_eagle2(profile: AcceptanceProfile, rule: Eagle2Rule, rounds: int = 10000, seed: int = 0,
-                    ranks: int | None = None) -> DynamicEstimate:
-    """Expected tokens of EAGLE-2's expand-then-rerank tree."""
-    ranks = ranks or rule.top_k
+def _eagle2_chunk(profile: AcceptanceProfile, rule: Eagle2Rule, rounds: int, rng, ranks: int) -> RoundChunk:
+    """EAGLE-2's expand-then-rerank tree over `rounds` rounds."""
     model, fixed = _confidences(profile, ranks)
-    exact = model is None
-    rng = np.random.default_rng(seed)
     level = _Level(np.zeros((rounds, 1)), np.ones((rounds, 1)), np.ones((rounds, 1), dtype=bool))
     pool_logp, pool_acc, pool_path, pool_depth = [], [], [], []
     for depth in range(1, rule.depth + 1):
@@ -169,7 +182,7 @@ def simulate_eagle2(profile: AcceptanceProfile, rule: Eagle2Rule, rounds: int = 
         pool_logp.append(logp)
         pool_acc.append(acc)
         pool_path.append(path)
-        pool_depth.append(np.full(logp.shape, depth))
+        pool_depth.append(np.full(logp.shape, depth, dtype=np.int16))
         idx, kept = _take(logp, np.full(rounds, rule.top_k), rule.top_k)
         level = _Level(np.where(kept, _gather(logp, idx), -np.inf), _gather(acc, idx), kept & _gather(path, idx))
     logp, acc, path, depth_of = (np.concatenate(a, axis=1) for a in (pool_logp, pool_acc, pool_path, pool_depth))
@@ -181,20 +194,17 @@ def simulate_eagle2(profile: AcceptanceProfile, rule: Eagle2Rule, rounds: int = 
     tokens = 1.0 + (kept & _gather(path, idx)).sum(axis=1)
     chosen_depth = np.where(kept, _gather(depth_of, idx), 0)
     widths = [(chosen_depth == d).sum(axis=1) for d in range(1, rule.depth + 1)]
-    return _estimate(f, tokens, widths, chosen_depth.max(axis=1), exact)
+    return RoundChunk(f, tokens, _stack(widths, rounds), chosen_depth.max(axis=1).astype(float))
 
 
-def simulate_duodecoding(profile: AcceptanceProfile, rule: DuoRule, rounds: int = 20000,
-                         seed: int = 0) -> DynamicEstimate:
-    """Expected tokens of DuoDecoding's k sequences of gamma / k tokens."""
+def _duo_chunk(profile: AcceptanceProfile, rule: DuoRule, rounds: int, rng, ranks: int) -> RoundChunk:
+    """DuoDecoding's k sequences of gamma / k tokens over `rounds` rounds."""
     model, fixed = _confidences(profile, rule.top)
-    exact = model is None
-    rng = np.random.default_rng(seed)
     root = _Level(np.zeros((rounds, 1)), np.ones((rounds, 1)), np.ones((rounds, 1), dtype=bool))
     logp, acc, path, q = _children(root, 1, model, fixed, rule.top, rng)  # (R, top) first tokens
     first = _Level(logp[:, :1], acc[:, :1], path[:, :1])
     second_q = _children(first, 2, model, fixed, rule.top, rng)[3][:, 0]  # q(greedy second | top-1 first)
-    k = np.array([duo_sequences(q[r], second_q[r], rule.gamma) for r in range(rounds)])
+    k = _duo_sequences_many(q, second_q, rule.gamma)
     length = rule.gamma // k
     f, tokens = np.ones(rounds), np.ones(rounds)
     chains = _Level(np.where(np.arange(logp.shape[1]) < k[:, None], logp, -np.inf), acc, path)
@@ -208,18 +218,158 @@ def simulate_duodecoding(profile: AcceptanceProfile, rule: DuoRule, rounds: int 
         f += chains.acc.sum(axis=1)
         tokens += chains.path.sum(axis=1)
         widths.append(live.sum(axis=1))
-    return _estimate(f, tokens, widths, length.astype(float), exact)
+    return RoundChunk(f, tokens, _stack(widths, rounds), length.astype(float))
 
 
-def _estimate(f, tokens, widths, deepest, exact: bool) -> DynamicEstimate:
-    n = len(f)
-    se = lambda a: 0.0 if n < 2 else float(np.std(a, ddof=1) / math.sqrt(n))  # noqa: E731
-    per_round = np.stack(widths, axis=1).astype(float) if widths else np.zeros((n, 0))
-    mean_widths = per_round.mean(axis=0)
-    return DynamicEstimate(float(np.mean(f)), 0.0 if exact else se(f), mean_widths, float(mean_widths.sum()),
-                           float(np.mean(deepest)), float(np.mean(tokens)), se(tokens),
-                           "exact" if exact else "monte-carlo", n, np.asarray(f, float), np.asarray(tokens, float),
-                           per_round)
+def _duo_sequences_many(first: np.ndarray, second: np.ndarray, gamma: int) -> np.ndarray:
+    """duo_sequences for every round at once: first (R, top), second (R,) -> k (R,)."""
+    if gamma not in (12, 16, 24):
+        return np.ones(len(first), dtype=int)
+    above = first[:, 1:] > (first[:, 0] * second)[:, None]  # (R, top - 1)
+    k = np.minimum(1 + np.cumprod(above, axis=1).sum(axis=1), 7 if gamma == 12 else 8)
+    divisor = np.array([0] + [max(d for d in range(1, j + 1) if gamma % d == 0) for j in range(1, 9)])
+    return divisor[k]
+
+
+def _stack(widths: list, rounds: int) -> np.ndarray:
+    """Per-level width vectors -> (rounds, levels) integers."""
+    return np.stack(widths, axis=1).astype(np.int32) if widths else np.zeros((rounds, 0), dtype=np.int32)
+
+
+_DRAW = {AdaptRule: _adapt_chunk, Eagle2Rule: _eagle2_chunk, DuoRule: _duo_chunk}
+
+
+def round_work(profile: AcceptanceProfile, rule, ranks: int | None = None) -> tuple[int, int]:
+    """(peak cells, work) of one round of `rule`: the candidate cells (nodes x ranks) it holds at
+    once, which size the chunks, and its cost in cell units over all levels, which MAX_MC_WORK
+    bounds. Measured (docs/acceptance-and-trees.md, "Limits"): a frontier node (one Beta draw of its
+    children's confidences) costs about NODE_WORK cells, a cell of EAGLE-2's rerank pool POOL_WORK."""
+    if isinstance(rule, DuoRule):  # first tokens, the greedy second, then `top` chains of up to gamma
+        nodes, cells = 2 + (rule.gamma - 1) * rule.top, (rule.gamma + 1) * rule.top
+        return rule.top, NODE_WORK * nodes + cells
+    model, fixed = _confidences(profile, ranks or 16)
+    if isinstance(rule, Eagle2Rule):
+        children = min(ranks or rule.top_k, rule.top_k, model.ranks if model is not None else len(fixed))
+        arrays = [1] + [min(rule.top_k, children ** d) for d in range(1, rule.depth)]
+        pool = children * sum(arrays)
+        return pool, NODE_WORK * sum(arrays) + (1 + POOL_WORK) * pool
+    children = min(ranks or 16, model.ranks if model is not None else len(fixed))
+    positive = (1 + sum(s > 0 for s in model.tail_shares)) if model is not None else int(np.count_nonzero(fixed))
+    arrays = _adapt_array_widths(rule, children, max(1, min(positive, children)))
+    return max(arrays) * children, (NODE_WORK + children) * sum(arrays)
+
+
+def _adapt_array_widths(rule: AdaptRule, children: int, positive: int) -> list[int]:
+    """Frontier array widths of the ADAPT levels that run: with tau = 0 every child of positive
+    confidence is eligible and the counts follow the budget; with tau > 0 a level may keep a single
+    node, so every level up to min(max_depth, budget) may run (the bound is the worst case)."""
+    arrays, array, width, left = [], 1, 1, rule.budget
+    for depth in range(1, rule.max_depth + 1):
+        arrays.append(array)  # the level's candidates: (rounds, array x children)
+        reserve = max(0, min(rule.min_depth, rule.max_depth) - depth)
+        count = min(rule.k_max, width * positive, max(left - reserve, 1), left) if rule.threshold == 0 else 1
+        if count == 0 or (rule.threshold > 0 and depth >= rule.budget):
+            break
+        array, width, left = min(rule.k_max, array * children), count, left - count
+    return arrays
+
+
+def round_chunks(profile: AcceptanceProfile, rule, rounds: int, seed=0, ranks: int | None = None,
+                 chunk_rounds: int | None = None):
+    """The rounds of a dynamic rule as a stream of RoundChunk, drawn in chunks (module docstring).
+
+    `seed` is an integer >= 0 or a numpy SeedSequence; chunk i draws from the child stream with
+    spawn key (i,), so a run depends on (seed, rounds, chunk size) and never holds more than one
+    chunk. Refuses past MAX_MC_WORK of work, up front, naming the largest `rounds` that fits."""
+    if isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or rounds < 1:
+        raise InputError(f"dynamic drafting: rounds = {rounds!r}: must be an integer >= 1")
+    peak, work = round_work(profile, rule, ranks)
+    if rounds * work > MAX_MC_WORK:
+        raise InputError(f"dynamic drafting: {rounds:,} rounds of {type(rule).__name__.removesuffix('Rule')} "
+                         f"x {work:,} work units = {rounds * work:.1e}, past the {MAX_MC_WORK:.2g} limit (about "
+                         f"30 s); use at most {int(MAX_MC_WORK // work):,} rounds or a smaller tree")
+    root = _seed_sequence(seed)
+    size = chunk_rounds or max(1, min(MAX_CHUNK_ROUNDS, CHUNK_CELLS // peak))
+    draw = _DRAW[type(rule)]
+    for i, start in enumerate(range(0, rounds, size)):
+        rng = np.random.default_rng(np.random.SeedSequence(root.entropy, spawn_key=root.spawn_key + (i,)))
+        yield draw(profile, rule, min(size, rounds - start), rng,
+                   ranks or (rule.top_k if isinstance(rule, Eagle2Rule) else 16))
+
+
+def _seed_sequence(seed) -> np.random.SeedSequence:
+    if isinstance(seed, np.random.SeedSequence):
+        return seed
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InputError(f"dynamic drafting: seed = {seed!r}: must be an integer >= 0")
+    return np.random.SeedSequence(int(seed))
+
+
+def simulate_adapt(profile: AcceptanceProfile, rule: AdaptRule, rounds: int = 20000, seed: int = 0,
+                   ranks: int = 16, *, chunk_rounds: int | None = None, keep_rounds: bool = False) -> DynamicEstimate:
+    """Expected tokens, nodes per level and depth of ADAPT drafting (docs/acceptance-and-trees.md,
+    "Dynamic drafting")."""
+    exact = profile.confidence is None and rule.temperature == 0  # a fixed tree: F is the same in every round
+    return _estimate(round_chunks(profile, rule, rounds, seed, ranks, chunk_rounds), exact, keep_rounds)
+
+
+def simulate_eagle2(profile: AcceptanceProfile, rule: Eagle2Rule, rounds: int = 10000, seed: int = 0,
+                    ranks: int | None = None, *, chunk_rounds: int | None = None,
+                    keep_rounds: bool = False) -> DynamicEstimate:
+    """Expected tokens of EAGLE-2's expand-then-rerank tree."""
+    return _estimate(round_chunks(profile, rule, rounds, seed, ranks or rule.top_k, chunk_rounds),
+                     profile.confidence is None, keep_rounds)
+
+
+def simulate_duodecoding(profile: AcceptanceProfile, rule: DuoRule, rounds: int = 20000, seed: int = 0, *,
+                         chunk_rounds: int | None = None, keep_rounds: bool = False) -> DynamicEstimate:
+    """Expected tokens of DuoDecoding's k sequences of gamma / k tokens."""
+    return _estimate(round_chunks(profile, rule, rounds, seed, None, chunk_rounds), profile.confidence is None,
+                     keep_rounds)
+
+
+class _Moments:
+    """Running count, mean and sum of squared deviations, merged chunk by chunk (Chan, Golub and
+    LeVeque's pairwise update): the standard error without keeping the samples."""
+
+    def __init__(self) -> None:
+        self.n, self.mean, self.m2 = 0, 0.0, 0.0
+
+    def add(self, x: np.ndarray) -> None:
+        n, mean = len(x), float(np.mean(x))
+        delta, total = mean - self.mean, self.n + n
+        self.m2 += float(np.sum((x - mean) ** 2)) + delta * delta * self.n * n / total
+        self.mean += delta * n / total
+        self.n = total
+
+    def standard_error(self) -> float:
+        return 0.0 if self.n < 2 else math.sqrt(self.m2 / (self.n - 1) / self.n)
+
+
+def _estimate(chunks, exact: bool, keep_rounds: bool) -> DynamicEstimate:
+    f, tokens, deepest = _Moments(), _Moments(), _Moments()
+    width_sums = np.zeros(0)
+    kept: list[RoundChunk] = []
+    for chunk in chunks:
+        f.add(chunk.expected)
+        tokens.add(chunk.tokens)
+        deepest.add(chunk.deepest)
+        levels = max(len(width_sums), chunk.widths.shape[1])
+        width_sums = np.pad(width_sums, (0, levels - len(width_sums))) + np.pad(
+            chunk.widths.sum(axis=0), (0, levels - chunk.widths.shape[1]))
+        if keep_rounds:
+            kept.append(chunk)
+    n = f.n
+    mean_widths = width_sums / n
+    if keep_rounds:
+        per_round = np.concatenate([np.pad(c.widths, ((0, 0), (0, len(width_sums) - c.widths.shape[1])))
+                                    for c in kept]).astype(float)
+        round_f, round_t = (np.concatenate([getattr(c, k) for c in kept]) for k in ("expected", "tokens"))
+    else:
+        per_round, round_f, round_t = np.zeros((0, len(width_sums))), np.zeros(0), np.zeros(0)
+    return DynamicEstimate(f.mean, 0.0 if exact else f.standard_error(), mean_widths, float(mean_widths.sum()),
+                           deepest.mean, tokens.mean, tokens.standard_error(), "exact" if exact else "monte-carlo",
+                           n, round_f, round_t, per_round)
 
 
 def min_depth_for_windows(verify_time_s: float, draft_step_time_s: float) -> int:

@@ -22,12 +22,6 @@ from dfvg_dse.specs.rope import NEEDS_FACTOR, NEEDS_ORIGINAL, ROPE_TYPES, RopeSp
 
 DEFAULT_THETA = 10000.0  # transformers' RotaryEmbeddingConfigMixin.default_theta (no family overrides it)
 SECTIONS = ("rope_parameters", "rope_scaling")  # transformers 5, transformers 4
-# RopeSpec field -> the key a config states it with
-KEYS = {"theta": "rope_theta", "factor": "factor", "original_max_positions": "original_max_position_embeddings",
-        "low_freq_factor": "low_freq_factor", "high_freq_factor": "high_freq_factor", "beta_fast": "beta_fast",
-        "beta_slow": "beta_slow", "attention_factor": "attention_factor", "mscale": "mscale",
-        "mscale_all_dim": "mscale_all_dim", "short_factor": "short_factor", "long_factor": "long_factor",
-        "max_positions": "max_position_embeddings", "rope_type": "rope_type"}
 
 
 def _rope_type(section: dict) -> object:
@@ -135,15 +129,18 @@ def rope_spec_from_hf_config(path: Path | str, config: dict, head_dim: int, max_
         for name in ("short_factor", "long_factor"):
             values = get(name)
             if not isinstance(values, list) or len(values) != head_dim // 2:
-                raise DataError(path, field(name), values, f"must be a list of head_dim / 2 = {head_dim // 2} numbers")
-            fields[name] = tuple(_number(path, f"{field(name)}[{i}]", v, 0.0, strict=True) for i, v in enumerate(values))
+                raise DataError(path, field(name), values,
+                                f"must be a list of head_dim / 2 = {head_dim // 2} numbers")
+            fields[name] = tuple(_number(path, f"{field(name)}[{i}]", v, 0.0, strict=True)
+                                 for i, v in enumerate(values))
     return _spec(path, key, fields)
 
 
 def _spec(path, key: str, fields: dict) -> RopeSpec:
     try:
         return RopeSpec(**fields)
-    except SpecError as err:  # a combination the field checks above let through (high <= low frequency factor)
-        name = KEYS.get(err.field, err.field)
-        where = "config.max_position_embeddings" if name == "max_position_embeddings" else f"config.{key}.{name}"
+    except SpecError as err:  # a combination the checks above let through (high <= low frequency factor)
+        # RopeSpec names its fields by their config keys
+        top_level = err.field == "max_position_embeddings"
+        where = f"config.{err.field}" if top_level else f"config.{key}.{err.field}"
         raise DataError(path, where, err.value, err.allowed) from None

@@ -53,18 +53,29 @@ def _stop_children() -> None:
         pass
 
 
+# Lists where an empty value is a meaningful choice ("no static trees, only the dynamic rules").
+EMPTY_MEANS_NONE = {"trees", "dynamic_rules"}
+
+
 class _Command(click.Command):
     """Every command: an option or argument given as an empty string is a usage error, never its default."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if any("\x00" in arg for arg in args):  # no file name or value holds one (the OS would refuse it)
+            raise click.UsageError("an argument holds a NUL character", ctx=ctx)
         rest = super().parse_args(ctx, args)
         for param in self.params:
             value = ctx.params.get(param.name)
-            if (isinstance(value, str) and not value.strip()
+            if (isinstance(value, str) and not value.strip() and param.name not in EMPTY_MEANS_NONE
                     and ctx.get_parameter_source(param.name) is click.core.ParameterSource.COMMANDLINE):
                 hint = "; leave the option out for its default" if isinstance(param, click.Option) else ""
                 raise click.BadParameter(f"empty value{hint}", ctx=ctx, param=param)
         return rest
+
+
+def _short(text: str, limit: int) -> str:
+    """A command's one-line help cut at a word before `limit`, as click shortens a loaded command's."""
+    return text if len(text) <= limit else text[:limit - 3].rsplit(" ", 1)[0] + "..."
 
 
 class _Group(click.Group):
@@ -90,7 +101,7 @@ class _Group(click.Group):
         names = self.list_commands(ctx)
         limit = formatter.width - 6 - max(map(len, names), default=0)
         rows = [(name, self.commands[name].get_short_help_str(limit) if name in self.commands
-                 else click.utils.make_default_short_help(self.lazy_commands[name][1], limit)) for name in names]
+                 else _short(self.lazy_commands[name][1], limit)) for name in names]
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
@@ -100,6 +111,10 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except (CatalogError, InputError) as err:
             raise UserError(str(err)) from None
+        except OSError as err:
+            if err.filename is None:  # not about a path the user gave: a real failure, shown as such
+                raise
+            raise UserError(f"{err.filename}: {err.strerror or err}") from None
         except KeyboardInterrupt:  # caught before click's own handler, which prints a blank line first
             _stop_children()
             raise Interrupted("interrupted (Ctrl-C); nothing was left running") from None
@@ -109,10 +124,10 @@ class _Group(click.Group):
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.UsageError as err:
             where = err.ctx.command_path if err.ctx else "dfvg-dse"
-            click.echo(f"Error: {err.format_message()} (see '{where} --help')", err=True)
+            click.echo(f"Error: {one_line(err.format_message())} (see '{where} --help')", err=True)
             code = 2
         except click.ClickException as err:
-            err.show()
+            click.echo(f"Error: {one_line(err.format_message())}", err=True)
             code = err.exit_code
         except click.Abort:
             click.echo("Aborted!", err=True)
@@ -120,6 +135,16 @@ class _Group(click.Group):
         if not standalone_mode:
             return code
         sys.exit(code if isinstance(code, int) else 0)
+
+
+LONG_WORD = re.compile(r"\S{161,}")  # no real name or path is this long: an echoed value gone wrong
+
+
+def one_line(message: str) -> str:
+    """An error as one readable line: control characters escaped, any run of 161+ non-blank characters
+    cut to 160 (paths and names of ordinary length stay whole)."""
+    printable = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+    return LONG_WORD.sub(lambda m: m[0][:157] + "...", printable)
 
 
 MAX_VALUE = 10**9  # tokens, context or batch beyond this is a typo, not a design

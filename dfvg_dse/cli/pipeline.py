@@ -296,6 +296,11 @@ def _plot_preset(runs: list[dict], base) -> None:
         write_plot(out, lambda tmp, run=run, title=title: plot_compare(run["scenarios"], tmp, title))
 
 
+_VALUE_RANGES = {"link-latency": (0.0, 1e7, "give latencies in us, 0 to 1e7"),
+                 "acceptance": (1e-6, 1.0 - 1e-6, "give top-1 acceptances strictly between 0 and 1"),
+                 "batch": (1, 4096, "give batch sizes 1 to 4096")}
+
+
 @cli.command("sensitivity")
 @click.option("--vary", type=click.Choice(VARIES), required=True)
 @click.option("--preset", type=click.Choice(sorted(PRESETS)), default="dfvg-paper", show_default=True)
@@ -327,6 +332,10 @@ def sensitivity_cmd(ctx, vary, preset, pair, values, gpu, rounds, plot, as_json)
             xs = [float(v) if vary != "batch" else int(v) for v in raw]
         except ValueError:
             raise InputError(f"--values {values!r}: expected numbers for --vary {vary}") from None
+        low, high, what = _VALUE_RANGES[vary]
+        bad = [v for v in xs if not (math.isfinite(v) and low <= v <= high)]
+        if bad:
+            raise InputError(f"--values: {bad[0]:.6g} is out of range for --vary {vary}; {what}")
     result = sweep(setup, vary, xs, models, rounds)
     if plot:
         title = f"{pair} on {gpu or p['gpu']} + {p['fpga']}: speedup vs {result.x_label}"

@@ -76,11 +76,11 @@ def round_shape(config: DecodeConfig, rounds: int = 20000, seed: int = 0) -> Rou
         return RoundShape(sample.mean(axis=0), replayed.tokens_per_round, replayed.hit_rate, False, sample,
                           _ancestor_pairs(sample))
     if isinstance(rule, AdaptRule):
-        est = simulate_adapt(config.acceptance, rule, rounds, seed)
+        est = simulate_adapt(config.acceptance, rule, rounds, seed, keep_rounds=True)
     elif isinstance(rule, DuoRule):
-        est = simulate_duodecoding(config.acceptance, rule, rounds, seed)
+        est = simulate_duodecoding(config.acceptance, rule, rounds, seed, keep_rounds=True)
     else:
-        est = simulate_eagle2(config.acceptance, rule, rounds, seed)
+        est = simulate_eagle2(config.acceptance, rule, rounds, seed, keep_rounds=True)
     sample = est.round_widths
     depth = (sample > 0).sum(axis=1)
     bonus = config.acceptance.matrix(sample.shape[1] + 1, 1)[:, 0][depth]

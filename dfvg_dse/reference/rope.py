@@ -130,9 +130,11 @@ def _length_key(rope: RopeSpec, length: int) -> int:
 
 @lru_cache(maxsize=64)
 def _pair_tables(rope: RopeSpec, dim: int, length: int) -> tuple[np.ndarray, np.ndarray, float]:
-    """(D,) frequencies with both halves equal, (D,) rotate_half signs, and the attention scaling."""
+    """(D,) frequencies with both halves equal, (D,) rotate_half signs times the attention
+    scaling, and the scaling itself."""
     inv_freq = inverse_frequencies(rope, dim, length)
-    return np.concatenate([inv_freq, inv_freq]), np.repeat([-1.0, 1.0], dim // 2), attention_scaling(rope)
+    scale = attention_scaling(rope)
+    return np.concatenate([inv_freq, inv_freq]), np.repeat([-scale, scale], dim // 2), scale
 
 
 def rope_tables(rope: RopeSpec, positions: np.ndarray, dim: int, dtype, per_token: bool = False):
@@ -153,4 +155,7 @@ def rope_tables(rope: RopeSpec, positions: np.ndarray, dim: int, dtype, per_toke
         frequencies = np.stack([tables[key][0] for key in keys])  # (T, D)
         _, signs, scale = tables[keys[0]]
     angles = positions.astype(np.float64)[:, None] * frequencies  # (T, D): both halves share frequencies
-    return (np.cos(angles) * scale).astype(dtype), (np.sin(angles) * signs * scale).astype(dtype)
+    cos = np.cos(angles)
+    if scale != 1.0:
+        cos *= scale
+    return cos.astype(dtype), (np.sin(angles) * signs).astype(dtype)

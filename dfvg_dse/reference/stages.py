@@ -242,10 +242,13 @@ def _receive(conn: Connection, parent_pid: int, spin: bool = False) -> bytes | N
 
 
 def _next_job(control: Connection, parent_pid: int) -> Job | None:
-    while not control.poll(0.2):
-        if os.getppid() != parent_pid:
-            return None
-    return control.recv()  # None: the parent asks the stage to exit
+    try:
+        while not control.poll(0.2):
+            if os.getppid() != parent_pid:
+                return None
+        return control.recv()  # None: the parent asks the stage to exit
+    except (EOFError, OSError):  # the parent closed the pipe (a forced close): exit quietly
+        return None
 
 
 def _arrive(sent: float, n_bytes: int, link: LinkEmulation) -> None:

@@ -6,7 +6,10 @@ with m nodes rooted at depth delta gives its children, in rank order 1..b, subtr
     G[delta][m] = 1 + max_b H_b[m - 1],   H_b[m'] = max_y H_{b-1}[m' - y] + P[delta+1, b] * G[delta+1][y]
 
 with the depth counted from the root (so a depth x rank matrix plugs in) and children always a
-prefix of the ranks, as in Sequoia. The max-plus convolutions are vectorised with numpy.
+prefix of the ranks, as in Sequoia. Each max-plus convolution is one numpy pass over the (m', y)
+triangle, read through a sliding window of H (no index arrays) in row blocks of bounded memory.
+Its cost is depth x ranks x budget^2 / 2 steps; past MAX_DP_STEPS the DP refuses up front, naming
+the depth or budget that fits (docs/acceptance-and-trees.md, "Limits").
 
 What Sequoia lacks: a per-level width cap k_max (an FPGA drafts at most `lanes` branches per step).
 Under a cap the subtree decomposition no longer holds, so `greedy_tree` grows the tree node by node
@@ -26,11 +29,15 @@ import heapq
 from typing import Callable, NamedTuple
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 from dfvg_dse.acceptance.expected import expected_tokens
 from dfvg_dse.specs import AcceptanceProfile, InputError, TreeSpec
+from dfvg_dse.tree.shapes import MAX_TREE_DEPTH, MAX_TREE_TOKENS
 
 _NEG = -np.inf
+MAX_DP_STEPS = 2e9  # 3-15 s on the 2-core dev machine, idle to busy (docs/acceptance-and-trees.md, "Limits")
+_BLOCK_CELLS = 1 << 18  # (m', y) cells per numpy pass: 2 MB of float64
 
 
 class DPTable(NamedTuple):
@@ -47,11 +54,52 @@ def _ranks(profile: AcceptanceProfile) -> int:
     return max(len(r) for r in rows)
 
 
+def dp_steps(budget: int, max_depth: int, ranks: int) -> float:
+    """Work of sequoia_dp in (m', y) cells: depth x ranks x (budget + 1)^2 / 2. A tree of `budget`
+    draft tokens is never deeper or wider at a node than `budget`, so both are capped by it."""
+    return min(max_depth, budget) * min(ranks, budget) * (budget + 1) ** 2 / 2
+
+
+def _check_dp(budget: int, max_depth: int, ranks: int) -> None:
+    """Refuse a DP past MAX_DP_STEPS up front, naming the depth (at this budget) and the budget (at
+    this depth) that fit."""
+    steps = dp_steps(budget, max_depth, ranks)
+    if steps <= MAX_DP_STEPS:
+        return
+    depth_fits = int(MAX_DP_STEPS // dp_steps(budget, 1, ranks))
+    budget_fits = max(b for b in range(1, budget + 1) if dp_steps(b, max_depth, ranks) <= MAX_DP_STEPS)
+    depth = min(max_depth, budget)
+    at_budget = f"depth <= {depth_fits} at budget {budget} or " if depth_fits else ""
+    raise InputError(f"tree: Sequoia DP for budget {budget}, depth {depth}, {min(ranks, budget)} ranks: {steps:.1e} "
+                     f"steps, past the {MAX_DP_STEPS:.2g} limit (about 10 s); use {at_budget}budget <= "
+                     f"{budget_fits} at depth {depth}")
+
+
+def _maxplus(h: np.ndarray, child: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """out[m'] = max over 1 <= y <= m' of h[m' - y] + child[y], and the smallest maximising y
+    (0 where no y is feasible): the children of ranks 1..b share m' nodes, child b gets y."""
+    m_max = len(h)
+    padded = np.concatenate([h[::-1], np.full(m_max - 1, _NEG)])
+    window = sliding_window_view(padded, m_max)  # window[m_max - 1 - m', y] = h[m' - y], -inf for y > m'
+    out, arg = np.full(m_max, _NEG), np.zeros(m_max, dtype=np.int16)
+    rows = max(1, _BLOCK_CELLS // m_max)
+    for lo in range(1, m_max, rows):  # m' in [lo, hi), only y < hi can fit
+        hi = min(m_max, lo + rows)
+        cand = window[m_max - hi:m_max - lo, 1:hi] + child[1:hi]  # (hi - lo, hi - 1), rows m' = hi - 1 .. lo
+        best_y = np.argmax(cand, axis=1)  # first maximum: the smallest y, as Sequoia's loop over sizes
+        value = cand[np.arange(len(best_y)), best_y]
+        out[lo:hi] = value[::-1]
+        arg[lo:hi] = np.where(np.isfinite(value), best_y + 1, 0)[::-1]
+    return out, arg
+
+
 def sequoia_dp(profile: AcceptanceProfile, budget: int, max_depth: int, max_branch: int | None = None) -> DPTable:
     """Run the DP for trees of up to budget + 1 nodes and depth <= max_depth."""
     _check(budget, max_depth)
+    max_depth = min(max_depth, budget)  # levels past the budget hold no node: the table is the same
     m_max = budget + 1
-    k = min(_ranks(profile), max_branch or _ranks(profile))
+    k = min(_ranks(profile), max_branch or _ranks(profile), budget)  # a node has at most `budget` children
+    _check_dp(budget, max_depth, k)
     probs = profile.matrix(max_depth, k)  # probs[delta, r]: rank r+1 child at depth delta+1
     g = [None] * (max_depth + 1)
     g[max_depth] = np.full(m_max + 1, _NEG)
@@ -59,9 +107,6 @@ def sequoia_dp(profile: AcceptanceProfile, budget: int, max_depth: int, max_bran
     n_children = [None] * (max_depth + 1)
     n_children[max_depth] = np.zeros(m_max + 1, dtype=np.int16)
     split = [None] * (max_depth + 1)
-    sizes = np.arange(m_max)  # m' = nodes shared by the children
-    diff = sizes[:, None] - sizes[None, :]  # m' - y
-    valid = (diff >= 0) & (sizes[None, :] >= 1)
     for delta in range(max_depth - 1, -1, -1):
         h = np.full(m_max, _NEG)
         h[0] = 0.0
@@ -71,10 +116,8 @@ def sequoia_dp(profile: AcceptanceProfile, budget: int, max_depth: int, max_bran
         for b in range(k):
             with np.errstate(invalid="ignore"):  # 0 x -inf for infeasible sizes, replaced below
                 child = np.where(np.isfinite(below), probs[delta, b] * below, _NEG)
-            cand = np.where(valid, h[np.clip(diff, 0, None)] + child[None, :], _NEG)  # (m', y)
-            arg = np.argmax(cand, axis=1)
-            h = cand[sizes, arg]
-            splits.append(arg.astype(np.int16))
+            h, arg = _maxplus(h, child)  # H_b from H_{b-1}
+            splits.append(arg)
             better = h > best
             best, best_b = np.where(better, h, best), np.where(better, b + 1, best_b)
         g[delta] = np.concatenate([[_NEG], 1.0 + best])
@@ -119,6 +162,7 @@ def _canonical(parents: list[int], ranks: list[int]) -> TreeSpec:
 def greedy_tree(profile: AcceptanceProfile, budget: int, max_depth: int, max_width: int | None = None) -> TreeSpec:
     """Grow a tree by decreasing path probability, at most `max_width` nodes per level."""
     _check(budget, max_depth)
+    max_depth = min(max_depth, budget)  # no node lies deeper: the same tree
     k = _ranks(profile)
     probs = profile.matrix(max_depth, k)
     cap = max_width or budget
@@ -208,5 +252,7 @@ def best_tree_for_round_time(profile: AcceptanceProfile, round_time_s: Callable[
 def _check(budget: int, max_depth: int) -> None:
     if budget < 1 or max_depth < 1:
         raise InputError(f"tree: budget ({budget}) and depth ({max_depth}) must be >= 1")
-    if budget > 4096:
-        raise InputError(f"tree: budget {budget} is past 4096 draft tokens")
+    if budget > MAX_TREE_TOKENS:
+        raise InputError(f"tree: budget {budget} is past {MAX_TREE_TOKENS} draft tokens")
+    if min(max_depth, budget) > MAX_TREE_DEPTH:
+        raise InputError(f"tree: depth {min(max_depth, budget)} is past {MAX_TREE_DEPTH} levels")

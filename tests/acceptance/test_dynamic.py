@@ -2,13 +2,15 @@
 
 import heapq
 import math
+import tracemalloc
 
 import numpy as np
 import pytest
 
 from dfvg_dse.acceptance import (AdaptRule, DuoRule, Eagle2Rule, duo_sequences, expected_tokens, min_depth_for_windows,
                                  simulate_adapt, simulate_duodecoding, simulate_eagle2)
-from dfvg_dse.specs import AcceptanceProfile, ConfidenceModel, TreeSpec
+from dfvg_dse.acceptance import dynamic as dynamic_module
+from dfvg_dse.specs import AcceptanceProfile, ConfidenceModel, InputError, TreeSpec
 
 MODEL = ConfidenceModel(top1_mean=(0.8, 0.75, 0.7), concentration=4.0, tail_shares=(0.45, 0.2, 0.1, 0.05))
 PROFILE = AcceptanceProfile("synthetic", (0.8, 0.09, 0.04, 0.02, 0.01), confidence=MODEL)
@@ -131,3 +133,77 @@ def test_t13_min_depth():
     # T13: T_verify 24 ms, T_draft 3 ms -> D_min = 8
     assert min_depth_for_windows(0.024, 0.003) == 8
     assert min_depth_for_windows(0.025, 0.003) == 9
+
+
+CHEAP = AdaptRule(0.05, 0.0, 4, 12, 3, 8)
+
+
+@pytest.mark.parametrize("simulate, rule", [(simulate_adapt, CHEAP), (simulate_eagle2, Eagle2Rule(3, 3, 8)),
+                                            (simulate_duodecoding, DuoRule(12))])
+def test_chunked_equals_unchunked_to_tolerance(simulate, rule):
+    one = simulate(PROFILE, rule, 6000, 9, chunk_rounds=6000)
+    many = simulate(PROFILE, rule, 6000, 9, chunk_rounds=450)  # 14 chunks, the last one short
+    assert one.rounds == many.rounds == 6000
+    se = math.hypot(one.standard_error, many.standard_error)
+    assert abs(one.expected_tokens - many.expected_tokens) < 4 * se
+    assert abs(one.simulated_tokens - many.simulated_tokens) < 4 * math.hypot(one.simulated_standard_error,
+                                                                               many.simulated_standard_error)
+    np.testing.assert_allclose(one.nodes_per_level, many.nodes_per_level, atol=0.1)
+    again = simulate(PROFILE, rule, 6000, 9, chunk_rounds=450)  # deterministic for a seed
+    assert again.expected_tokens == many.expected_tokens and again.simulated_tokens == many.simulated_tokens
+    np.testing.assert_array_equal(again.nodes_per_level, many.nodes_per_level)
+
+
+def test_chunking_keeps_exact_cases_exact():
+    fixed = AcceptanceProfile("r", (0.6, 0.2, 0.1))
+    one = simulate_adapt(fixed, AdaptRule(0.0, 0.0, 2, 5, 1, 4), rounds=3000, chunk_rounds=3000)
+    many = simulate_adapt(fixed, AdaptRule(0.0, 0.0, 2, 5, 1, 4), rounds=3000, chunk_rounds=7)
+    assert one.method == many.method == "exact"
+    assert many.expected_tokens == pytest.approx(one.expected_tokens, rel=1e-12)
+    np.testing.assert_array_equal(one.nodes_per_level, many.nodes_per_level)
+
+
+def test_per_round_arrays_are_kept_only_on_request():
+    est = simulate_adapt(PROFILE, CHEAP, rounds=1000, seed=2, chunk_rounds=300, keep_rounds=True)
+    assert est.round_widths.shape[0] == est.round_tokens.shape[0] == est.round_expected.shape[0] == 1000
+    assert est.round_widths.mean(axis=0) == pytest.approx(est.nodes_per_level)
+    assert est.round_tokens.mean() == pytest.approx(est.simulated_tokens)
+    assert simulate_adapt(PROFILE, CHEAP, rounds=1000, seed=2).round_widths.size == 0
+
+
+def _peak_bytes(fn) -> int:
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("simulate, rule", [(simulate_adapt, CHEAP), (simulate_eagle2, Eagle2Rule(3, 3, 8)),
+                                            (simulate_duodecoding, DuoRule(12))])
+def test_peak_memory_does_not_grow_with_rounds(simulate, rule):
+    small = _peak_bytes(lambda: simulate(PROFILE, rule, 2000, 1, chunk_rounds=500))
+    large = _peak_bytes(lambda: simulate(PROFILE, rule, 20000, 1, chunk_rounds=500))
+    assert large < 1.3 * small  # 10x the rounds, the same chunks
+
+
+def test_work_past_the_limit_is_refused_up_front(monkeypatch):
+    from dfvg_dse.acceptance import dynamic
+
+    per_round = dynamic.round_work(PROFILE, CHEAP)[1]
+    monkeypatch.setattr(dynamic, "MAX_MC_WORK", 100 * per_round)
+    simulate_adapt(PROFILE, CHEAP, rounds=100)
+    with pytest.raises(InputError, match=r"101 rounds of Adapt x .* past the .* limit .* at most 100 rounds"):
+        simulate_adapt(PROFILE, CHEAP, rounds=101)
+    with pytest.raises(InputError, match="seed = -1: must be an integer >= 0"):
+        simulate_eagle2(PROFILE, Eagle2Rule(3, 3, 8), rounds=10, seed=-1)
+
+
+def test_vectorised_duodecoding_k_matches_the_rule():
+    rng = np.random.default_rng(0)
+    first = np.sort(rng.random((500, 8)), axis=1)[:, ::-1] * rng.random((500, 1))
+    second = rng.random(500)
+    for gamma in (10, 12, 16, 24):
+        expected = [duo_sequences(f, s, gamma) for f, s in zip(first, second)]
+        assert list(dynamic_module._duo_sequences_many(first, second, gamma)) == expected

@@ -61,7 +61,8 @@ def test_what_each_field_defaults_to_and_which_key_wins():
     assert rope({**BASE, "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                                           "high_freq_factor": 4.0}}).original_max_positions == 4096
     # rope_type beats transformers 4's older "type"; identical sections in both styles are accepted
-    assert rope({**BASE, "rope_scaling": {"type": "linear", "rope_type": "dynamic", "factor": 2.0}}).rope_type == "dynamic"
+    both = {"type": "linear", "rope_type": "dynamic", "factor": 2.0}
+    assert rope({**BASE, "rope_scaling": both}).rope_type == "dynamic"
     same = {"rope_type": "linear", "factor": 2.0}
     assert rope({**BASE, "rope_parameters": same, "rope_scaling": dict(same)}).factor == 2.0
     assert rope({**BASE, "rope_parameters": {"rope_type": "dynamic", "factor": 2.0}}).max_positions == 4096
@@ -79,13 +80,16 @@ def test_forward_settings_of_a_checkpoint_config(tmp_path):
     ({"rope_parameters": {"rope_type": "proportional", "rope_theta": 1e4}},
      "field 'config.rope_parameters.rope_type' = 'proportional': allowed: default, linear, dynamic, llama3, yarn, "
      "longrope"),
-    ({"rope_scaling": {"type": "ntk-by-parts", "factor": 2.0}}, "field 'config.rope_scaling.rope_type' = 'ntk-by-parts'"),
-    ({"rope_scaling": {"type": "linear"}}, "field 'config.rope_scaling.factor' missing: required by rope_type 'linear'"),
-    ({"rope_scaling": {"type": "dynamic", "factor": 0.5}}, "field 'config.rope_scaling.factor' = 0.5: must be a number >= 1"),
+    ({"rope_scaling": {"type": "ntk-by-parts", "factor": 2.0}},
+     "field 'config.rope_scaling.rope_type' = 'ntk-by-parts': allowed: default, linear"),
+    ({"rope_scaling": {"type": "linear"}},
+     "field 'config.rope_scaling.factor' missing: required by rope_type 'linear'"),
+    ({"rope_scaling": {"type": "dynamic", "factor": 0.5}},
+     "field 'config.rope_scaling.factor' = 0.5: must be a number >= 1"),
     ({"rope_parameters": {"rope_type": "llama3", "factor": 8, "low_freq_factor": 4.5, "high_freq_factor": 4.5}},
      "field 'config.rope_parameters.high_freq_factor' = 4.5: must be > low_freq_factor (4.5)"),
     ({"rope_parameters": {"rope_type": "llama3", "factor": 8, "high_freq_factor": 4}},
-     "field 'config.rope_parameters.low_freq_factor' missing"),
+     "field 'config.rope_parameters.low_freq_factor' missing: must be a number > 0"),
     ({"rope_parameters": {"rope_type": "longrope", "short_factor": [1.5] * 4, "long_factor": [1.0] * 8}},
      "field 'config.rope_parameters.short_factor' = [1.5, 1.5, 1.5, 1.5]: must be a list of head_dim / 2 = 8 numbers"),
     ({"rope_parameters": {"rope_type": "longrope", "short_factor": [1.0] * 8, "long_factor": [1.0] * 7 + [0]}},
@@ -109,11 +113,20 @@ def test_forward_settings_of_a_checkpoint_config(tmp_path):
 def test_models_import_refuses_with_one_line(tmp_path, change, message):
     config = tmp_path / "config.json"
     config.write_text(json.dumps({**BASE, **change}))
+    with pytest.raises(CatalogError) as err:  # the whole message: file, field, value, what is allowed
+        model_spec_from_hf_config(config, {**BASE, **change}, "m")
+    assert str(err.value).startswith(f"{config}: {message}") and "\n" not in str(err.value)
     result = CliRunner().invoke(cli, ["models", "import", str(config), "--name", "m", "--out-dir", str(tmp_path)])
+    assert_one_line(result, message)
+    assert not (tmp_path / "m.toml").exists()
+
+
+def assert_one_line(result, message: str) -> None:
+    """Exit code 2 and one line naming the field and what is allowed (the CLI may shorten long values)."""
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and f"{config}: {message}" in lines[0], lines
-    assert not (tmp_path / "m.toml").exists()
+    field, allowed = message.split("'")[1], message.rsplit(": ", 1)[-1]
+    assert len(lines) == 1 and f"'{field}'" in lines[0] and allowed in lines[0], lines
 
 
 @pytest.mark.parametrize("change", [

@@ -55,7 +55,8 @@ def test_fixtures_cover_every_family_rope_type_and_config_style():
         seen.add((record["family"], record["rope_type"], record["style"]))
     assert {f for f, _, _ in seen} == {"llama", "mistral", "qwen2", "qwen3"}
     assert {(t, s) for _, t, s in seen} == {(t, s) for t in ROPE_TYPES for s in ("v4", "v5")}
-    assert {(f, s) for f, _, s in seen} == {(f, s) for f in ("llama", "mistral", "qwen2", "qwen3") for s in ("v4", "v5")}
+    assert {(f, s) for f, _, s in seen} == {(f, s) for f in ("llama", "mistral", "qwen2", "qwen3")
+                                            for s in ("v4", "v5")}
     assert sum(p.stat().st_size for p in FIXTURES.rglob("*") if p.is_file()) < 1_500_000
 
 

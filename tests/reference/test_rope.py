@@ -95,7 +95,8 @@ def test_a_forward_runs_at_its_length_and_a_tree_at_each_nodes():
 
 
 @pytest.mark.parametrize("fields, field", [
-    (dict(rope_type="ntk"), "rope_type"), (dict(theta=0.0), "rope_theta"), (dict(rope_type="linear", factor=0.5), "factor"),
+    (dict(rope_type="ntk"), "rope_type"), (dict(theta=0.0), "rope_theta"),
+    (dict(rope_type="linear", factor=0.5), "factor"),
     (dict(rope_type="dynamic", factor=2.0), "max_position_embeddings"),
     (dict(rope_type="yarn", factor=2.0), "original_max_position_embeddings"),
     (dict(rope_type="longrope", original_max_positions=8, short_factor=(1.0,), long_factor=(1.0, 2.0)), "long_factor"),

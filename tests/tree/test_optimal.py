@@ -1,6 +1,7 @@
 """Optimal trees: T6 (Sequoia's demo vector), brute-force optimality, width caps, hardware choice."""
 
 import itertools
+import re
 from functools import lru_cache
 
 import numpy as np
@@ -9,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dfvg_dse.acceptance.expected import expected_tokens
-from dfvg_dse.specs import AcceptanceProfile, TreeSpec
+from dfvg_dse.specs import AcceptanceProfile, InputError, TreeSpec
 from dfvg_dse.tree import best_tree_for_round_time, dp_tree, greedy_tree, optimal_tree, sequoia_dp
 from test_expected import DEMO_PROFILE
 
@@ -130,3 +131,26 @@ def test_width_cap_binds_on_the_demo_vector():
     assert max(free.tree.level_widths()) > 8 and max(capped.tree.level_widths()) <= 8
     assert capped.expected_tokens < free.expected_tokens
     assert capped.method == "greedy-heuristic"  # the demo vector is not monotone (p_9 > p_8)
+
+
+def test_dp_refuses_past_its_step_limit_and_names_what_fits(monkeypatch):
+    from dfvg_dse.tree import optimal
+
+    monkeypatch.setattr(optimal, "MAX_DP_STEPS", optimal.dp_steps(63, 9, 32))
+    sequoia_dp(DEMO_PROFILE, 63, 9)  # at the limit: runs
+    with pytest.raises(InputError, match=r"depth <= 9 at budget 63 or budget <= \d+ at depth 10") as caught:
+        sequoia_dp(DEMO_PROFILE, 63, 10)  # one level past it: refused before any work
+    fits = int(re.search(r"budget <= (\d+) at depth", str(caught.value)).group(1))
+    assert optimal.dp_steps(fits, 10, 32) <= optimal.MAX_DP_STEPS < optimal.dp_steps(fits + 1, 10, 32)
+    assert len(str(caught.value)) < 200
+
+
+def test_dp_caps_depth_and_ranks_at_the_budget():
+    # levels past the budget hold no node, and a node has at most `budget` children
+    capped, deep = sequoia_dp(DEMO_PROFILE, 12, 12), sequoia_dp(DEMO_PROFILE, 12, 4096)
+    np.testing.assert_array_equal(capped.best, deep.best)
+    assert dp_tree(capped, 13) == dp_tree(deep, 13)
+    assert optimal_tree(DEMO_PROFILE, 15, 4096).tree == optimal_tree(DEMO_PROFILE, 15, 15).tree
+    assert greedy_tree(DEMO_PROFILE, 15, 4096, 4) == greedy_tree(DEMO_PROFILE, 15, 15, 4)
+    with pytest.raises(InputError, match="depth 1025 is past 1024 levels"):
+        greedy_tree(DEMO_PROFILE, 2000, 1025, 4)
