@@ -77,7 +77,7 @@ def _sample_chunks(config: DecodeConfig, rounds: int, seed: int, chunk: int):
     for every sequence of the batch (each sequence walks its own tree), the level widths and ancestor
     pairs (one row for a static tree: its stage times are the same every round)."""
     profile, b = config.acceptance, config.batch
-    root = np.random.SeedSequence(seed)
+    chunk_rng = lambda i: np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0, i)))  # noqa: E731
     if config.tree is not None:
         tree = config.tree
         table = profile.matrix(tree.depth + 1, max(tree.ranks) + 1)
@@ -86,7 +86,7 @@ def _sample_chunks(config: DecodeConfig, rounds: int, seed: int, chunk: int):
         pairs = np.array([float(sum(d + 1 for d in tree.depths))])
         for i, start in enumerate(range(0, rounds, chunk)):
             n = min(chunk, rounds - start) * b
-            rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0, i)))
+            rng = chunk_rng(i)
             accepted, rank0 = _walk_tree(tree, table, n, rng)
             hit = rank0 & (accepted == chain) & (rng.random(n) < table[chain, 0])
             yield (accepted + 1.0).reshape(-1, b).mean(axis=1), hit.reshape(-1, b).all(axis=1), widths, pairs
@@ -94,7 +94,7 @@ def _sample_chunks(config: DecodeConfig, rounds: int, seed: int, chunk: int):
     draws = round_chunks(profile, config.dynamic, rounds * b, np.random.SeedSequence(seed, spawn_key=(1,)),
                          chunk_rounds=chunk * b)
     for i, est in enumerate(draws):
-        rng = np.random.default_rng(np.random.SeedSequence(root.entropy, spawn_key=(0, i)))
+        rng = chunk_rng(i)  # the bonus draws; the dynamic sampler has its own streams (spawn key (1,))
         depth = (est.widths > 0).sum(axis=1)
         table = profile.matrix(est.widths.shape[1] + 1, 1)[:, 0]
         full = est.tokens - 1 == depth  # accepted all the way down (any ranks): the prediction's event
@@ -113,7 +113,7 @@ def _check_work(config: DecodeConfig, rounds: int, seed) -> None:
         raise InputError(f"simulate: rounds = {rounds!r}: must be an integer >= 1")
     if config.schedule == "ar":
         return
-    per = config.tree.depth + 1 if config.tree is not None else round_work(config.acceptance, config.dynamic)[1]
+    per = config.tree.depth + 1 if config.tree is not None else round_work(config.acceptance, config.dynamic).work
     work = rounds * config.batch * per
     if work > MAX_SIM_WORK:
         raise InputError(f"simulate: {rounds:,} rounds x batch {config.batch} x {per:,} work units per sequence = "
@@ -177,7 +177,8 @@ class _Histogram:
         return float(centre[0] + frac * (centre[1] - centre[0]))
 
 
-def simulate(config: DecodeConfig, rounds: int = 100_000, seed: int = 0, *, chunk_rounds: int = CHUNK_ROUNDS) -> SimResult:
+def simulate(config: DecodeConfig, rounds: int = 100_000, seed: int = 0, *,
+             chunk_rounds: int = CHUNK_ROUNDS) -> SimResult:
     """Simulate `rounds` rounds of a feasible design, `chunk_rounds` at a time (module docstring)."""
     _check_work(config, rounds, seed)
     system, b = config.system, config.batch

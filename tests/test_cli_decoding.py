@@ -18,7 +18,7 @@ def test_tree_expected_json_contract(run):
     result = run("tree", "expected", "--acceptance", "0.8", "--tree", "chain:4", "--json")
     assert result.exit_code == 0
     assert json.loads(result.stdout) == {"expected_tokens": pytest.approx(3.3616), "nodes": 5, "depth": 4,
-                                         "budget": 4, "level_widths": [1, 1, 1, 1]}
+                                         "budget": 4, "level_widths": [1, 1, 1, 1], "warnings": []}
 
 
 def test_tree_expected_on_published_and_vllm_trees(run):

@@ -10,6 +10,8 @@ from the root). Estimators:
   moments, tail shares as mean q_r / (1 - q_1); calibration P(accept | q) by isotonic regression
   (scipy) on the children of accepted nodes, stored as at most 16 knots.
 - bootstrap: resampling whole rounds (seeded) gives percentile intervals of the rank vector.
+Every estimate held at a bound of its range (a rank vector summing past 1, a concentration or a
+top-1 mean clipped) is named in FitResult.warnings: the stored value is the bound, not the estimate.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ import numpy as np
 from scipy.optimize import isotonic_regression
 
 from dfvg_dse.specs import AcceptanceProfile, ConfidenceModel, InputError
+
+
+CONCENTRATION_RANGE = (0.05, 1e4)  # Beta concentration of the top-1 confidence: kept finite and positive
 
 
 class TraceRound(NamedTuple):
@@ -89,7 +94,8 @@ def _ratio(hits: np.ndarray, exposed: np.ndarray) -> np.ndarray:
     return np.divide(hits, exposed, out=np.zeros_like(hits, dtype=float), where=exposed > 0)
 
 
-def _confidence_model(rounds: Sequence[TraceRound], ranks: int, depths: int) -> ConfidenceModel | None:
+def _confidence_model(rounds: Sequence[TraceRound], ranks: int,
+                      depths: int) -> tuple[ConfidenceModel | None, list[str]]:
     top1: list[list[float]] = [[] for _ in range(depths)]
     tails: list[list[float]] = [[] for _ in range(ranks - 1)]
     q_seen, accepted_seen = [], []
@@ -109,12 +115,18 @@ def _confidence_model(rounds: Sequence[TraceRound], ranks: int, depths: int) -> 
                     q_seen.append(r.confidences[child])
                     accepted_seen.append(1.0 if child in on_path else 0.0)
     if not top1[0] or len(q_seen) < 2:
-        return None
+        return None, []
     means = [float(np.mean(v)) if v else float(np.mean(top1[0])) for v in top1]
     pooled = np.concatenate([np.asarray(v) - m for v, m in zip(top1, means) if v])
     mean_all = float(np.mean(np.concatenate([np.asarray(v) for v in top1 if v])))
     variance = max(float(np.mean(pooled ** 2)), 1e-6)
-    concentration = float(np.clip(mean_all * (1 - mean_all) / variance - 1.0, 0.05, 1e4))  # moments of a Beta
+    moments = mean_all * (1 - mean_all) / variance - 1.0  # moments of a Beta
+    concentration = float(np.clip(moments, *CONCENTRATION_RANGE))
+    warnings = []
+    if concentration != moments:
+        side = "lower" if concentration == CONCENTRATION_RANGE[0] else "upper"
+        warnings.append(f"confidence concentration = {concentration:g} at its {side} bound (the method of moments "
+                        f"gave {moments:.4g})")
     shares = [float(np.mean(v)) if v else 0.0 for v in tails]
     total = sum(shares)
     shares = [s / total for s in shares] if total > 1 else shares
@@ -124,9 +136,13 @@ def _confidence_model(rounds: Sequence[TraceRound], ranks: int, depths: int) -> 
     knots = np.unique(np.quantile(q_sorted, np.linspace(0, 1, 16)))
     values = np.interp(knots, q_sorted, fitted)
     clip = lambda x: float(np.clip(x, 1e-6, 1 - 1e-6))  # noqa: E731 - Beta means must stay inside (0, 1)
+    clipped = [d for d, m in enumerate(means) if clip(m) != m]
+    if clipped:
+        warnings.append(f"confidence top-1 mean at depths {', '.join(map(str, clipped))} = "
+                        f"{', '.join(f'{means[d]:g}' for d in clipped)} clipped into (1e-6, 1 - 1e-6)")
     return ConfidenceModel(top1_mean=tuple(clip(m) for m in means), concentration=concentration,
                            tail_shares=tuple(shares), calibration_q=tuple(float(k) for k in knots),
-                           calibration_accept=tuple(float(v) for v in np.maximum.accumulate(values)))
+                           calibration_accept=tuple(float(v) for v in np.maximum.accumulate(values))), warnings
 
 
 class FitResult(NamedTuple):
@@ -135,6 +151,7 @@ class FitResult(NamedTuple):
     ci_high: np.ndarray
     rounds: int
     accepted_tokens_mean: float  # mean accepted draft tokens per round (bonus excluded)
+    warnings: tuple[str, ...] = ()  # estimates held at a bound of their range, one line each
 
 
 def fit_profile(rounds: Sequence[TraceRound], name: str, source: str, ranks: int = 16, depths: int = 16,
@@ -149,13 +166,23 @@ def fit_profile(rounds: Sequence[TraceRound], name: str, source: str, ranks: int
     rank_vector = _ratio(hits.sum(axis=(0, 1)), exposed.sum(axis=(0, 1)))
     matrix = _ratio(hits.sum(axis=0), exposed.sum(axis=0))
     # Exclusive events can still sum past 1 by sampling noise on small traces: rescale then.
+    warnings = []
+    if rank_vector.sum() > 1.0:
+        warnings.append(f"rank vector sums to {rank_vector.sum():.4f} over {len(rounds)} rounds, past its bound 1: "
+                        "rescaled to 1")
+    rows = [d for d, total in enumerate(matrix.sum(axis=1)) if total > 1.0]
+    if rows:
+        warnings.append(f"depth x rank rows at depths {', '.join(str(d + 1) for d in rows)} sum to up to "
+                        f"{matrix.sum(axis=1).max():.4f}, past their bound 1: rescaled to 1")
     rank_vector = rank_vector / max(1.0, rank_vector.sum())
     matrix = matrix / np.maximum(1.0, matrix.sum(axis=1, keepdims=True))
     rng = np.random.default_rng(seed)
     weights = rng.multinomial(len(rounds), np.full(len(rounds), 1.0 / len(rounds)), size=bootstrap)  # (B, R)
     boot = _ratio(weights @ hits.sum(axis=1), weights @ exposed.sum(axis=1))  # (B, ranks)
+    confidence, confidence_warnings = _confidence_model(rounds, used_ranks, used_depths)
     profile = AcceptanceProfile(name, tuple(float(x) for x in rank_vector),
                                 depth_rank=tuple(tuple(float(x) for x in row) for row in matrix),
-                                confidence=_confidence_model(rounds, used_ranks, used_depths), source=source)
+                                confidence=confidence, source=source)
     return FitResult(profile, np.percentile(boot, 2.5, axis=0), np.percentile(boot, 97.5, axis=0), len(rounds),
-                     float(np.mean([len(r.accepted) - 1 for r in rounds])))
+                     float(np.mean([len(r.accepted) - 1 for r in rounds])),
+                     tuple(f"{name}: {w}" for w in warnings + confidence_warnings))

@@ -58,6 +58,7 @@ def duo_sequences(first_probs, second_prob: float, gamma: int) -> int:
 CHUNK_CELLS = 1 << 19  # candidate cells (rounds x nodes x ranks) drawn at once: arrays of 4 MB
 MAX_CHUNK_ROUNDS = 4096
 MAX_MC_WORK = 1e9  # rounds x round_work: about 30 s on the 2-core dev machine (docs/acceptance-and-trees.md, "Limits")
+MAX_KEPT_CELLS = 1 << 22  # rounds x levels kept with keep_rounds: 32 MB a float copy (the estimate makes ~20)
 NODE_WORK, POOL_WORK = 8, 2  # cost of a frontier node and of a rerank-pool cell, in candidate cells
 
 
@@ -239,24 +240,31 @@ def _stack(widths: list, rounds: int) -> np.ndarray:
 _DRAW = {AdaptRule: _adapt_chunk, Eagle2Rule: _eagle2_chunk, DuoRule: _duo_chunk}
 
 
-def round_work(profile: AcceptanceProfile, rule, ranks: int | None = None) -> tuple[int, int]:
-    """(peak cells, work) of one round of `rule`: the candidate cells (nodes x ranks) it holds at
-    once, which size the chunks, and its cost in cell units over all levels, which MAX_MC_WORK
-    bounds. Measured (docs/acceptance-and-trees.md, "Limits"): a frontier node (one Beta draw of its
-    children's confidences) costs about NODE_WORK cells, a cell of EAGLE-2's rerank pool POOL_WORK."""
+class RoundWork(NamedTuple):
+    """What one round of a dynamic rule costs, worst case over the draws (round_work)."""
+
+    peak_cells: int  # candidate cells (nodes x ranks) a round holds at once: sizes the chunks
+    work: int  # cost over all levels, in cell units: MAX_MC_WORK bounds rounds x work
+    levels: int  # most levels a round drafts: MAX_KEPT_CELLS bounds rounds x levels with keep_rounds
+
+
+def round_work(profile: AcceptanceProfile, rule, ranks: int | None = None) -> RoundWork:
+    """What one round of `rule` costs (RoundWork), worst case over the draws. Measured
+    (docs/acceptance-and-trees.md, "Limits"): a frontier node (one Beta draw of its children's
+    confidences) costs about NODE_WORK cells, a cell of EAGLE-2's rerank pool POOL_WORK."""
     if isinstance(rule, DuoRule):  # first tokens, the greedy second, then `top` chains of up to gamma
         nodes, cells = 2 + (rule.gamma - 1) * rule.top, (rule.gamma + 1) * rule.top
-        return rule.top, NODE_WORK * nodes + cells
+        return RoundWork(rule.top, NODE_WORK * nodes + cells, rule.gamma)
     model, fixed = _confidences(profile, ranks or 16)
     if isinstance(rule, Eagle2Rule):
         children = min(ranks or rule.top_k, rule.top_k, model.ranks if model is not None else len(fixed))
         arrays = [1] + [min(rule.top_k, children ** d) for d in range(1, rule.depth)]
         pool = children * sum(arrays)
-        return pool, NODE_WORK * sum(arrays) + (1 + POOL_WORK) * pool
+        return RoundWork(pool, NODE_WORK * sum(arrays) + (1 + POOL_WORK) * pool, rule.depth)
     children = min(ranks or 16, model.ranks if model is not None else len(fixed))
     positive = (1 + sum(s > 0 for s in model.tail_shares)) if model is not None else int(np.count_nonzero(fixed))
     arrays = _adapt_array_widths(rule, children, max(1, min(positive, children)))
-    return max(arrays) * children, (NODE_WORK + children) * sum(arrays)
+    return RoundWork(max(arrays) * children, (NODE_WORK + children) * sum(arrays), len(arrays))
 
 
 def _adapt_array_widths(rule: AdaptRule, children: int, positive: int) -> list[int]:
@@ -275,19 +283,24 @@ def _adapt_array_widths(rule: AdaptRule, children: int, positive: int) -> list[i
 
 
 def round_chunks(profile: AcceptanceProfile, rule, rounds: int, seed=0, ranks: int | None = None,
-                 chunk_rounds: int | None = None):
+                 chunk_rounds: int | None = None, keep_rounds: bool = False):
     """The rounds of a dynamic rule as a stream of RoundChunk, drawn in chunks (module docstring).
 
     `seed` is an integer >= 0 or a numpy SeedSequence; chunk i draws from the child stream with
     spawn key (i,), so a run depends on (seed, rounds, chunk size) and never holds more than one
-    chunk. Refuses past MAX_MC_WORK of work, up front, naming the largest `rounds` that fits."""
+    chunk. Refuses past MAX_MC_WORK of work, up front, naming the largest `rounds` that fits (and,
+    when the caller keeps every round, past MAX_KEPT_CELLS of per-round widths)."""
     if isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or rounds < 1:
         raise InputError(f"dynamic drafting: rounds = {rounds!r}: must be an integer >= 1")
-    peak, work = round_work(profile, rule, ranks)
-    if rounds * work > MAX_MC_WORK:
+    peak, work, levels = round_work(profile, rule, ranks)
+    fits_work, fits_kept = int(MAX_MC_WORK // work), MAX_KEPT_CELLS // levels if keep_rounds else rounds
+    if rounds > fits_work and fits_work <= fits_kept:
         raise InputError(f"dynamic drafting: {rounds:,} rounds of {type(rule).__name__.removesuffix('Rule')} "
                          f"x {work:,} work units = {rounds * work:.1e}, past the {MAX_MC_WORK:.2g} limit (about "
-                         f"30 s); use at most {int(MAX_MC_WORK // work):,} rounds or a smaller tree")
+                         f"30 s); use at most {fits_work:,} rounds or a smaller tree")
+    if rounds > fits_kept:
+        raise InputError(f"dynamic drafting: keeping {rounds:,} rounds x up to {levels} levels of widths is past the "
+                         f"{MAX_KEPT_CELLS:,} limit; use at most {fits_kept:,} rounds or fewer levels")
     root = _seed_sequence(seed)
     size = chunk_rounds or max(1, min(MAX_CHUNK_ROUNDS, CHUNK_CELLS // peak))
     draw = _DRAW[type(rule)]
@@ -310,22 +323,22 @@ def simulate_adapt(profile: AcceptanceProfile, rule: AdaptRule, rounds: int = 20
     """Expected tokens, nodes per level and depth of ADAPT drafting (docs/acceptance-and-trees.md,
     "Dynamic drafting")."""
     exact = profile.confidence is None and rule.temperature == 0  # a fixed tree: F is the same in every round
-    return _estimate(round_chunks(profile, rule, rounds, seed, ranks, chunk_rounds), exact, keep_rounds)
+    return _estimate(round_chunks(profile, rule, rounds, seed, ranks, chunk_rounds, keep_rounds), exact, keep_rounds)
 
 
 def simulate_eagle2(profile: AcceptanceProfile, rule: Eagle2Rule, rounds: int = 10000, seed: int = 0,
                     ranks: int | None = None, *, chunk_rounds: int | None = None,
                     keep_rounds: bool = False) -> DynamicEstimate:
     """Expected tokens of EAGLE-2's expand-then-rerank tree."""
-    return _estimate(round_chunks(profile, rule, rounds, seed, ranks or rule.top_k, chunk_rounds),
+    return _estimate(round_chunks(profile, rule, rounds, seed, ranks or rule.top_k, chunk_rounds, keep_rounds),
                      profile.confidence is None, keep_rounds)
 
 
 def simulate_duodecoding(profile: AcceptanceProfile, rule: DuoRule, rounds: int = 20000, seed: int = 0, *,
                          chunk_rounds: int | None = None, keep_rounds: bool = False) -> DynamicEstimate:
     """Expected tokens of DuoDecoding's k sequences of gamma / k tokens."""
-    return _estimate(round_chunks(profile, rule, rounds, seed, None, chunk_rounds), profile.confidence is None,
-                     keep_rounds)
+    return _estimate(round_chunks(profile, rule, rounds, seed, None, chunk_rounds, keep_rounds),
+                     profile.confidence is None, keep_rounds)
 
 
 class _Moments:

@@ -274,6 +274,8 @@ class Catalog:
 
     def acceptance(self, spec: str) -> AcceptanceProfile:
         """An acceptance SPEC: 0.8 (i.i.d. alpha), 0.63,0.11,0.06 (rank vector), pair:NAME, or a file."""
+        if not isinstance(spec, str):  # a study file's value can be any TOML type
+            raise InputError(f"acceptance {shown(spec)}: a SPEC is a string, e.g. \"0.8\" or \"pair:NAME\"")
         text = spec.strip()
         if text.startswith("pair:"):
             name = text[5:]

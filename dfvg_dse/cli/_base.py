@@ -9,7 +9,9 @@ from __future__ import annotations
 import importlib
 import json
 import re
+import shutil
 import sys
+import time
 
 import click
 
@@ -121,7 +123,10 @@ class _Group(click.Group):
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         try:
-            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            try:
+                code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            finally:
+                ProgressLine.clear_shown()  # an error, or a command that did not close its line
         except click.UsageError as err:
             where = err.ctx.command_path if err.ctx else "dfvg-dse"
             click.echo(f"Error: {one_line(err.format_message())} (see '{where} --help')", err=True)
@@ -216,6 +221,60 @@ def emit_warnings(warnings) -> None:
     if len(distinct) > MAX_WARNINGS_SHOWN:
         click.echo(f"warning: ... and {len(distinct) - MAX_WARNINGS_SHOWN:,} more like these (--json lists "
                    "every warning with its point)", err=True)
+
+
+class ProgressLine:
+    """Progress of long work on one line of stderr, rewritten in place ("validate: 5/17 prompt 1/8
+    chain:4 overlap [12 s]"), and cleared when the work ends. Silent unless enabled (not --json)
+    and the stream is a terminal: pipes, logs and CliRunner see nothing. An instance is the
+    library's `progress(done, total, step)` callback; use it as a context manager around the call
+    (an error message clears a line still shown first, see _Group.main)."""
+
+    shown: "ProgressLine | None" = None  # the line on screen now, if any
+
+    def __init__(self, label: str, enabled: bool = True, stream=None):
+        self.label = label
+        self.stream = stream if stream is not None else sys.stderr
+        isatty = getattr(self.stream, "isatty", None)
+        self.enabled = bool(enabled and callable(isatty) and isatty())
+        self.started = time.monotonic()
+        self.width = 0  # of the line on screen, to blank it
+
+    def __call__(self, done: int, total: int, step: str = "") -> None:
+        if not self.enabled:
+            return
+        elapsed = time.monotonic() - self.started
+        text = f"{self.label}: {done}/{total} {step} [{elapsed:.0f} s]".replace("  ", " ")
+        text = text[:max(20, shutil.get_terminal_size((80, 24)).columns - 1)]  # one screen line, or \r cannot rewrite it
+        self.stream.write("\r" + text.ljust(self.width))
+        self.stream.flush()
+        self.width = len(text)
+        ProgressLine.shown = self
+
+    def close(self) -> None:
+        if self.enabled and self.width:
+            self.stream.write("\r" + " " * self.width + "\r")
+            self.stream.flush()
+            self.width = 0
+        if ProgressLine.shown is self:
+            ProgressLine.shown = None
+
+    @classmethod
+    def clear_shown(cls) -> None:
+        """Blank the line on screen, if any: before an error message, so it starts its own line."""
+        if cls.shown is not None:
+            cls.shown.close()
+
+    def __enter__(self) -> "ProgressLine":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def progress_line(label: str, as_json: bool) -> ProgressLine:
+    """The progress callback of a long command: on a terminal's stderr, never with --json."""
+    return ProgressLine(label, enabled=not as_json)
 
 
 def emit_table(rows: list[list[str]], header: list[str]) -> None:

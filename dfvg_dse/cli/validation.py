@@ -10,7 +10,7 @@ import click
 
 from dfvg_dse.catalog.hwdocs import core_document, link_document
 from dfvg_dse.catalog.lookup import write_toml_atomic
-from dfvg_dse.cli._base import catalog_of, cli, emit_json, emit_table
+from dfvg_dse.cli._base import catalog_of, cli, emit_json, emit_table, emit_warnings, progress_line
 from dfvg_dse.cli.pipeline import _setup
 from dfvg_dse.cli.reference import _load_pair
 from dfvg_dse.catalog.profiles import profile_document, trace_lines
@@ -37,12 +37,22 @@ def _prompts(ctx, text, split: str, count: int) -> list[tuple[int, ...]]:
     return [tuple(text.encode(p["text"])) for p in catalog_of(ctx).read_reference_prompts(None, split)[:count]]
 
 
-def _calibrate(ctx, quick: bool, count: int):
+def _calibrate(ctx, quick: bool, count: int, progress):
     target, draft, text = _load_pair(ctx, "builtin:tiny", None)
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     specs = {"target": target.config.spec, "draft": draft.config.spec}
-    result = calibrate(target, draft, specs, _prompts(ctx, text, "calibration", count), quick, stamp)
+    result = calibrate(target, draft, specs, _prompts(ctx, text, "calibration", count), quick, stamp, progress)
     return target, draft, text, specs, result, stamp
+
+
+def _marks(issues) -> str:
+    """The issues of one fit, appended to the source of every value it wrote."""
+    return "".join(f"; {'SUSPECT' if i.suspect else 'WARNING'}: {i.message}" for i in issues)
+
+
+def _issue_records(issues) -> list[dict]:
+    return [{"fit": i.fit, "parameter": i.parameter, "value": i.value, "bound": i.bound, "severity": i.severity,
+             "message": i.message} for i in issues]
 
 
 def _write_calibration(out: Path, result: Calibration, stamp: str) -> list[Path]:
@@ -50,13 +60,13 @@ def _write_calibration(out: Path, result: Calibration, stamp: str) -> list[Path]
     for core, fit in ((0, result.target_fit), (1, result.draft_fit)):
         note = (f"{stamp} on {platform.node() or 'this machine'}, {'target forwards' if core == 0 else 'draft rounds'}; "
                 f"rms relative error {fit.rms_relative_error:.1%}, max {fit.max_relative_error:.1%} "
-                f"over {len(fit.residuals)} shapes")
+                f"over {len(fit.residuals)} shapes{_marks(fit.issues)}")
         document = core_document(fit.device, result.clock_hz, result.peak_source, note,
                                  platform.processor() or "local CPU")
         path = out / "hwdb" / "cpu" / f"local-core-{core}.toml"
         write_toml_atomic(path, document)
         written.append(path)
-    link_fit = f"{stamp}; rms relative error {result.link.rms_relative_error:.1%}"
+    link_fit = f"{stamp}; rms relative error {result.link.rms_relative_error:.1%}{_marks(result.link.issues)}"
     path = out / "hwdb" / "link" / "local-pipe.toml"
     write_toml_atomic(path, link_document(result.link.link, link_fit))
     written.append(path)
@@ -69,7 +79,9 @@ def _write_calibration(out: Path, result: Calibration, stamp: str) -> list[Path]
         "draft_core": {"residuals": result.draft_fit.residuals, "rms_relative_error": result.draft_fit.rms_relative_error},
         "link": {"residuals": result.link.residuals, "rms_relative_error": result.link.rms_relative_error},
         "greedy_profile": list(result.greedy_profile.rank_probs),
-        "sampled_profile": list(result.sampled_profile.rank_probs)}))
+        "sampled_profile": list(result.sampled_profile.rank_probs),
+        "suspect": any(i.suspect for i in result.issues), "warnings": [i.message for i in result.issues],
+        "issues": _issue_records(result.issues)}))
     return written
 
 
@@ -88,50 +100,74 @@ def _write_profile(folder: Path, stem: str, profile, temperature: float) -> list
     return written + [path]
 
 
-def _core_record(fit) -> dict:
+def _core_record(fit, drafts: bool) -> dict:
     device = fit.device
     return {"eta_compute": device.eta_compute, "bandwidth_gb_s": device.main_memory.bandwidth_bytes_per_s / 1e9,
             "forward_overhead_us": device.forward_overhead_s * 1e6, "layer_overhead_us": device.layer_overhead_s * 1e6,
             "multi_row_bandwidth": device.multi_row_bandwidth_fraction, "overlap": device.compute_memory_overlap,
-            "draft_round_overhead_us": device.draft_round_overhead_s * 1e6, "rms_error": fit.rms_relative_error, "max_error": fit.max_relative_error}
+            # only the draft core drafts: the verify core's round overhead is not fitted
+            "draft_round_overhead_us": device.draft_round_overhead_s * 1e6 if drafts else None,
+            "rms_error": fit.rms_relative_error, "max_error": fit.max_relative_error}
 
 
 def _calibration_record(result: Calibration) -> dict:
     link = result.link.link
-    return {"verify_core": _core_record(result.target_fit), "draft_core": _core_record(result.draft_fit),
+    return {"verify_core": _core_record(result.target_fit, False), "draft_core": _core_record(result.draft_fit, True),
             "link_latency_us": link.latency_s * 1e6, "link_bandwidth_gb_s": link.bandwidth_bytes_per_s / 1e9,
             "link_message_overhead_us": link.software_overhead_s * 1e6,
             "link_rms_error": result.link.rms_relative_error,
             "sampling_extra_us": {"per_draft_level": result.sampled_extra_s[0] * 1e6,
                                   "per_verified_token": result.sampled_extra_s[1] * 1e6}, "greedy_p": list(result.greedy_profile.rank_probs[:4]),
-            "sampled_p": list(result.sampled_profile.rank_probs[:4])}
+            "sampled_p": list(result.sampled_profile.rank_probs[:4]),
+            "suspect": [i.message for i in result.issues if i.suspect], "warnings": [i.message for i in result.issues]}
+
+
+def _emit_issues(issues) -> None:
+    """Text mode: suspect fits first, one line each, then the warnings (stderr)."""
+    for issue in issues:
+        if issue.suspect:
+            click.echo(f"suspect: {issue.message}", err=True)
+    emit_warnings(i.message for i in issues if not i.suspect)
 
 
 @cli.command("calibrate")
-@click.option("--quick", is_flag=True, help="Fewer sizes and repeats (CI).")
+@click.option("--quick", is_flag=True, help="Fewer pipe repeats (CI).")
 @click.option("--count", type=click.IntRange(1, 32), default=8, show_default=True, help="Calibration prompts traced.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="results/calibration", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.pass_context
 def calibrate_cmd(ctx, quick, count, out_dir, as_json):
-    """Fit the cost model to this machine: a core per stage, the pipe between them, and acceptance."""
-    *_, result, stamp = _calibrate(ctx, quick, count)
+    """Fit the cost model to this machine: a core per stage, the pipe between them, and acceptance.
+
+    About 1 minute on a 2-core machine with the default 8 prompts (progress on a terminal's
+    stderr). A value at a bound of its range, or a fit with a large rms error, is a warning; a
+    suspect fit (docs/validation.md) exits 1, its files written and marked SUSPECT."""
+    with progress_line("calibrate", as_json) as progress:
+        *_, result, stamp = _calibrate(ctx, quick, count, progress)
     written = _write_calibration(Path(out_dir), result, stamp)
     record = {**_calibration_record(result), "written": [str(p) for p in written]}
     if as_json:
         emit_json(record)
-        return
-    rows = [[stage, f"{c['eta_compute']:.3f}", f"{c['bandwidth_gb_s']:.1f}", f"{c['forward_overhead_us']:.1f}",
-             f"{c['layer_overhead_us']:.1f}", f"{c['multi_row_bandwidth']:.3f}", f"{c['overlap']:.2f}",
-             f"{c['draft_round_overhead_us']:.1f}", f"{c['rms_error']:.1%}"]
-            for stage, c in (("verify core", record["verify_core"]), ("draft core", record["draft_core"]))]
-    emit_table(rows, ["stage", "eta_compute", "bandwidth GB/s", "forward us", "layer us", "multi-row bw", "overlap",
-                      "round us", "rms error"])
-    click.echo(f"pipe: {record['link_latency_us']:.1f} us + bytes / {record['link_bandwidth_gb_s']:.2f} GB/s, "
-               f"{record['link_message_overhead_us']:.0f} us of software per message (rms {record['link_rms_error']:.1%})")
-    click.echo(f"acceptance: greedy p = {[round(p, 3) for p in record['greedy_p']]}, "
-               f"T=0.8 p = {[round(p, 3) for p in record['sampled_p']]}")
-    click.echo(f"wrote {', '.join(record['written'])} (use --hwdb-dir {Path(out_dir) / 'hwdb'})")
+    else:
+        rows = [[stage, f"{c['eta_compute']:.3f}", f"{c['bandwidth_gb_s']:.1f}", f"{c['forward_overhead_us']:.1f}",
+                 f"{c['layer_overhead_us']:.1f}", f"{c['multi_row_bandwidth']:.3f}", f"{c['overlap']:.2f}",
+                 "-" if c["draft_round_overhead_us"] is None else f"{c['draft_round_overhead_us']:.1f}",
+                 f"{c['rms_error']:.1%}"]
+                for stage, c in (("verify core", record["verify_core"]), ("draft core", record["draft_core"]))]
+        emit_table(rows, ["stage", "eta_compute", "bandwidth GB/s", "forward us", "layer us", "multi-row bw",
+                          "overlap", "round us", "rms error"])
+        click.echo(f"pipe: {record['link_latency_us']:.1f} us + bytes / {record['link_bandwidth_gb_s']:.2f} GB/s, "
+                   f"{record['link_message_overhead_us']:.0f} us of software per message "
+                   f"(rms {record['link_rms_error']:.1%})")
+        click.echo(f"acceptance: greedy p = {[round(p, 3) for p in record['greedy_p']]}, "
+                   f"T=0.8 p = {[round(p, 3) for p in record['sampled_p']]}")
+        click.echo(f"wrote {', '.join(record['written'])} (use --hwdb-dir {Path(out_dir) / 'hwdb'})")
+        _emit_issues(result.issues)
+    if record["suspect"]:
+        if not as_json:
+            click.echo(f"calibration suspect: {len(record['suspect'])} fit(s) above; the files are marked SUSPECT",
+                       err=True)
+        ctx.exit(1)
 
 
 def _anchors(ctx) -> list[dict]:
@@ -147,7 +183,7 @@ def _anchors(ctx) -> list[dict]:
 
 
 @cli.command("validate")
-@click.option("--quick", is_flag=True, help="AR and chains 2 and 4 only (CI, under a minute).")
+@click.option("--quick", is_flag=True, help="AR and chains 2 and 4 only, 3 calibration prompts (CI; QUICK_TIME).")
 @click.option("--count", type=click.IntRange(1, 32), default=8, show_default=True, help="Held-out prompts.")
 @click.option("--anchors", "with_anchors", is_flag=True, help="Also predictions against published measurements.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="results/validation", show_default=True)
@@ -155,8 +191,14 @@ def _anchors(ctx) -> list[dict]:
 @click.pass_context
 def validate_cmd(ctx, quick, count, with_anchors, out_dir, as_json):
     """Calibrate, then run the reference decoder on held-out prompts and compare with the model's
-    predictions; exit code 1 when the error budget is broken."""
-    target, draft, text, specs, calibration, stamp = _calibrate(ctx, quick, 3 if quick else 8)
+    predictions; exit code 1 when the error budget is broken.
+
+    FULL_TIME (--quick: QUICK_TIME), progress on a terminal's stderr. A prediction built on a
+    suspect fit (docs/validation.md: rms error past 50%, the pipe's latency or bandwidth clamped
+    into its range even on a second measurement, a per-message overhead at 0) does not pass: each
+    suspect fit is one line naming the parameter, its value and the bound, and the exit code is 1."""
+    with progress_line("validate: calibration", as_json) as progress:
+        target, draft, text, specs, calibration, stamp = _calibrate(ctx, quick, 3 if quick else 8, progress)
     out = Path(out_dir)
     written = _write_calibration(out / "calibration", calibration, stamp)
     prompts = _prompts(ctx, text, "held-out", count)
@@ -164,17 +206,25 @@ def validate_cmd(ctx, quick, count, with_anchors, out_dir, as_json):
     parts = Parts(specs["target"], specs["draft"], calibration.target_fit.device, calibration.draft_fit.device,
                   calibration.link.link, calibration.greedy_profile, calibration.sampled_profile, context,
                   calibration.sampled_extra_s)
-    rows, window = validate(target, draft, parts, cases(quick), prompts, calibration, stamp)
-    result = summary(rows)
+    with progress_line("validate", as_json) as progress:
+        rows, window = validate(target, draft, parts, cases(quick), prompts, calibration, stamp, progress)
+    issues = calibration.issues + window.issues
+    result = summary(rows, issues)
     written += write_records(out / "validation.csv", rows)
-    written.append(write_markdown_table(out / "validation.md", rows, TABLE, f"Validation, {stamp}"))
+    # the fits' issues head the report, below its title (write_markdown_table has no other place)
+    title = f"Validation, {stamp}" + "".join(f"\n\n{'**suspect**' if i.suspect else 'warning'}: {i.message}"
+                                              for i in issues)
+    written.append(write_markdown_table(out / "validation.md", rows, TABLE, title))
     written.append(write_plot(out / "validation.png",
                               lambda tmp: plot_validation(rows, tmp, "dfvg-dse validate: predicted vs measured")))
     anchors = _anchors(ctx) if with_anchors else []
     if anchors:
         written += write_records(out / "anchors.csv", anchors)
     document = {"configs": rows, **result, "calibration": _calibration_record(calibration),
-                "window": {"verify_core": _core_record(window[0]), "draft_core": _core_record(window[1])},
+                "window": {"verify_core": _core_record(window.target_fit, False),
+                           "draft_core": _core_record(window.draft_fit, True),
+                           "link_message_overhead_us": window.link.link.software_overhead_s * 1e6},
+                "issues": _issue_records(issues),
                 "anchors": anchors,
                 "written": [str(p) for p in written]}
     if as_json:
@@ -194,9 +244,15 @@ def validate_cmd(ctx, quick, count, with_anchors, out_dir, as_json):
                                                         f"{r['error_tokens_per_round_bursty']:+.1%}" for r in static))
         click.echo(f"wrote {out}/validation.csv, validation.md, validation.png"
                    + (", anchors.csv" if anchors else "") + f" and the calibration under {out}/calibration")
+        _emit_issues(issues)
+        verdict = "passed" if result["passed"] else "FAILED"
+        if result["calibration_suspect"]:
+            verdict += f" (calibration suspect: {len(result['suspect'])} fit(s) above)"
+        elif result["warnings"]:
+            verdict += f" (with {len(result['warnings'])} calibration warning(s) above)"
         click.echo(f"tokens/s MAPE {result['mape_tokens_per_s']:.1%} (budget {result['tokens_per_s_mape_budget']:.0%}); "
                    f"worst tokens/round error {result['max_error_tokens_per_round']:.1%} "
-                   f"(budget {result['tokens_per_round_budget']:.0%}): {'passed' if result['passed'] else 'FAILED'}")
+                   f"(budget {result['tokens_per_round_budget']:.0%}): {verdict}")
     if not result["passed"]:
         ctx.exit(1)
 

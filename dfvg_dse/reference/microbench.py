@@ -10,7 +10,7 @@ import os
 import statistics
 import time
 
-from dfvg_dse.reference.stages import ignore_interrupts, interrupts_deferred
+from dfvg_dse.reference.stages import ignore_interrupts, interrupts_deferred, spawning_quietly
 
 
 def _receive(conn, spin: bool) -> bytes:
@@ -42,7 +42,7 @@ def pipe_times(sizes, count: int, spin: bool = True) -> list[dict]:
     context = multiprocessing.get_context("spawn")
     mine, theirs = context.Pipe()
     echo = context.Process(target=_echo, args=(theirs, cpus[1] if len(cpus) > 1 else None, spin), daemon=True)
-    with interrupts_deferred():
+    with spawning_quietly():
         echo.start()
     records = []
     try:

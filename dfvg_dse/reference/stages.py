@@ -36,6 +36,7 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection, wait
 
 import numpy as np
@@ -90,6 +91,18 @@ def interrupts_deferred():
             signal.signal(signal.SIGINT, signal.default_int_handler if handler is None else handler)
             if caught:
                 raise KeyboardInterrupt
+
+
+@contextmanager
+def spawning_quietly():
+    """`interrupts_deferred` for starting processes. multiprocessing's resource tracker is started
+    first: its own start unblocks SIGINT again, which would leave the children started after it
+    (by the same Process.start) unprotected; and a child killed by Ctrl-C during its start-up
+    leaves its parent blocked for ever on the pipe it writes the child's arguments to."""
+    if hasattr(signal, "pthread_sigmask"):
+        resource_tracker.ensure_running()
+    with interrupts_deferred():
+        yield
 
 
 def ignore_interrupts() -> None:
@@ -375,7 +388,7 @@ class TwoStageRuntime:
         self._controls, self._processes = [], []
         try:
             # A Ctrl-C while the stages start waits until both are started and tracked, then stops them.
-            with single_threaded_environment(), interrupts_deferred():
+            with single_threaded_environment(), spawning_quietly():
                 stages = [("verify", target, verify_peer, 0)] + ([("draft", draft, draft_peer, 1)] if draft else [])
                 for role, model, peer, index in stages:
                     mine, theirs = context.Pipe()

@@ -36,7 +36,8 @@ from dfvg_dse.specs import AcceptanceProfile, InputError, TreeSpec
 from dfvg_dse.tree.shapes import MAX_TREE_DEPTH, MAX_TREE_TOKENS
 
 _NEG = -np.inf
-MAX_DP_STEPS = 2e9  # 3-15 s on the 2-core dev machine, idle to busy (docs/acceptance-and-trees.md, "Limits")
+# 1-2.5 ns a step: 2-5 s on the idle 2-core dev machine, up to 15 s when busy (docs/acceptance-and-trees.md, "Limits")
+MAX_DP_STEPS = 2e9
 _BLOCK_CELLS = 1 << 18  # (m', y) cells per numpy pass: 2 MB of float64
 
 
@@ -71,7 +72,7 @@ def _check_dp(budget: int, max_depth: int, ranks: int) -> None:
     depth = min(max_depth, budget)
     at_budget = f"depth <= {depth_fits} at budget {budget} or " if depth_fits else ""
     raise InputError(f"tree: Sequoia DP for budget {budget}, depth {depth}, {min(ranks, budget)} ranks: {steps:.1e} "
-                     f"steps, past the {MAX_DP_STEPS:.2g} limit (about 10 s); use {at_budget}budget <= "
+                     f"steps, past the {MAX_DP_STEPS:.2g} limit (about 5 s); use {at_budget}budget <= "
                      f"{budget_fits} at depth {depth}")
 
 

@@ -8,6 +8,11 @@ the stage times of real decoding on that core: the verify core from the target's
 steps and tree verifications, the draft core from the drafter's rounds (so its overheads hold the
 reference drafter's own per-level work: softmax, argsort, the catch-up of accepted tokens). The pipe becomes a one-hop `link` whose latency and bandwidth are a straight-line fit
 of one-way time against bytes.
+
+No fit is used unchecked (docs/validation.md, "Suspect fits"): every value that ends on a bound of
+its range, and every fit with a large rms error, is a FitIssue — a `warning` when the data merely
+did not determine the value, `suspect` when the fit is not a measurement of this machine (rms error
+past RMS_SUSPECT, a pipe latency or bandwidth clamped into its range, a per-message overhead at 0).
 """
 
 from __future__ import annotations
@@ -28,8 +33,38 @@ CORE_PARAMETERS = (("eta_compute", 1e-4, 1.0, 0.2), ("bandwidth_bytes_per_s", 1e
                    ("forward_overhead_s", 0.0, 1e-2, 1e-4), ("layer_overhead_s", 0.0, 1e-3, 5e-5),
                    ("multi_row_bandwidth_fraction", 0.05, 1.0, 0.7), ("compute_memory_overlap", 0.0, 1.0, 0.5),
                    ("draft_round_overhead_s", 0.0, 1e-2, 5e-5))  # the last only for a draft core
+# The pipe: latency 0 or 1 ms, bandwidth 1 MB/s or 1 TB/s are not pipes (healthy fits: ~9 us, ~6 GB/s).
+LINK_PARAMETERS = (("latency_s", 0.0, 1e-3, 1e-5), ("bandwidth_bytes_per_s", 1e6, 1e12, 5e9))
+# Ends of a range that are values of the term itself, not limits of the search: reaching them is an
+# answer (overlap 0: compute and memory add; 1: the roofline's max; multi-row fraction 1: no penalty).
+DEFINED_ENDS = {("compute_memory_overlap", "lower"), ("compute_memory_overlap", "upper"),
+                ("multi_row_bandwidth_fraction", "upper")}
+# One model per fit: only forward + n_layers x layer overhead is determined. Either alone at 0 is
+# the split between them; both at 0 is a forward with no fixed cost.
+SHARED_OVERHEADS = ("forward_overhead_s", "layer_overhead_s")
+BOUND_TOLERANCE = 1e-3  # within 0.1% of a bound (of the bound, or of the typical value for a bound at 0): at it
+# Healthy rms relative errors here: verify core 5-16%, draft core 12-31% (the higher on a loaded
+# machine), pipe 5-8%; the garbage fits of issue 12 were 13,873%.
+RMS_WARNING = 0.25
+RMS_SUSPECT = 0.50
 CORE_MEMORY_BYTES = 2 ** 30  # a core's share of memory is not what limits a tiny model: 1 GiB stated
 CORE_POWER_W = 10.0  # assumption, not measured: energy is not validated on this machine
+
+
+@dataclass(frozen=True)
+class FitIssue:
+    """A fitted value not to trust blindly: at a bound of its range, or a fit with a large rms error."""
+
+    fit: str  # what was fitted: "local-core-0 (verify core)", "local-pipe", a profile name
+    parameter: str
+    value: float | None  # None where the message carries it (acceptance profiles)
+    bound: float | None  # the bound reached, or the rms threshold passed
+    severity: str  # "warning": reported; "suspect": reported, and validate fails on it
+    message: str  # one line naming the fit, the parameter, its value and the bound
+
+    @property
+    def suspect(self) -> bool:
+        return self.severity == "suspect"
 
 
 @dataclass(frozen=True)
@@ -38,6 +73,7 @@ class CoreFit:
     residuals: tuple[dict, ...]  # model, tokens, context, measured_s, predicted_s, relative_error
     rms_relative_error: float
     max_relative_error: float
+    issues: tuple[FitIssue, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -45,6 +81,44 @@ class LinkFit:
     link: LinkSpec
     residuals: tuple[dict, ...]  # bytes, measured_s, predicted_s, relative_error
     rms_relative_error: float
+    issues: tuple[FitIssue, ...] = ()
+
+
+def _at(value: float, bound: float, typical: float) -> bool:
+    return abs(value - bound) <= BOUND_TOLERANCE * max(abs(bound), abs(typical))
+
+
+def bound_issue(fit: str, parameter: str, value: float, side: str, bound: float, severity: str,
+                why: str) -> FitIssue:
+    """A value that ended on the `side` ("lower" or "upper") bound of its range, and why that matters."""
+    return FitIssue(fit, parameter, float(value), float(bound), severity,
+                    f"{fit}: {parameter} = {value:.4g} at its {side} bound {bound:.4g} ({why})")
+
+
+def rms_issues(fit: str, rms: float) -> list[FitIssue]:
+    """A warning past RMS_WARNING, suspect past RMS_SUSPECT."""
+    for limit, severity in ((RMS_SUSPECT, "suspect"), (RMS_WARNING, "warning")):
+        if not rms <= limit:  # NaN too
+            return [FitIssue(fit, "rms_relative_error", float(rms), limit, severity,
+                             f"{fit}: rms relative error {rms:.1%} above {limit:.0%} "
+                             f"({'the fit does not describe the measurements' if severity == 'suspect' else 'a poor fit'})")]
+    return []
+
+
+def core_bound_issues(fit: str, parameters, values: dict) -> list[FitIssue]:
+    """Warnings for every fitted core parameter on a bound of its search range (not DEFINED_ENDS):
+    the range stopped it, the measurements did not determine it."""
+    why = "held there by the range: the measurements did not put it inside"
+    issues = []
+    for name, lower, upper, typical in parameters:
+        for side, bound in (("lower", lower), ("upper", upper)):
+            skip = (name, side) in DEFINED_ENDS or (side == "lower" and name in SHARED_OVERHEADS)
+            if not skip and _at(values[name], bound, typical):
+                issues.append(bound_issue(fit, name, values[name], side, bound, "warning", why))
+    if all(_at(values[n], lower, typical) for n, lower, _, typical in parameters if n in SHARED_OVERHEADS):
+        issues.append(bound_issue(fit, "forward_overhead_s + n_layers x layer_overhead_s", 0.0, "lower", 0.0,
+                                  "warning", "a forward with no fixed cost; " + why))
+    return issues
 
 
 def core_device(name: str, peak_flops_per_s: float, values: dict, source: str) -> DeviceSpec:
@@ -122,24 +196,38 @@ def fit_core(records: list[dict], spec: ModelSpec, peak_flops_per_s: float, name
     rows = tuple({**{k: (list(v) if isinstance(v, tuple) else v) for k, v in r.items() if k != "seconds"},
                   "measured_s": float(m), "predicted_s": float(p), "relative_error": float(e)}
                  for r, m, p, e in zip(records, measured, predicted, errors))
-    return CoreFit(device, rows, float(np.sqrt(np.average(errors ** 2, weights=weight ** 2))),
-                   float(np.max(np.abs(errors))))
+    rms = float(np.sqrt(np.average(errors ** 2, weights=weight ** 2)))
+    label = f"{name} ({'draft' if drafting else 'verify'} core)"
+    return CoreFit(device, rows, rms, float(np.max(np.abs(errors))),
+                   tuple(core_bound_issues(label, parameters, values) + rms_issues(label, rms)))
 
 
 def fit_link(records: list[dict], name: str, source: str) -> LinkFit:
-    """One-way seconds = latency + bytes / bandwidth, least squares over the measured sizes."""
+    """One-way seconds = latency + bytes / bandwidth, least squares over the measured sizes; a
+    value outside LINK_PARAMETERS' range is held at the bound and suspect."""
     size = np.array([r["bytes"] for r in records], dtype=float)
     seconds = np.array([r["seconds"] for r in records])
     line = linregress(size, seconds)
-    latency = max(float(line.intercept), 0.0)
-    bandwidth = 1.0 / max(float(line.slope), 1e-15)
+    slope = float(line.slope)
+    line_gave = {"latency_s": float(line.intercept), "bandwidth_bytes_per_s": 1.0 / slope if slope > 0 else np.inf}
+    values, issues = {}, []
+    for parameter, lower, upper, typical in LINK_PARAMETERS:
+        raw = line_gave[parameter]
+        values[parameter] = value = float(np.clip(raw, lower, upper))
+        for side, bound in (("lower", lower), ("upper", upper)):
+            if _at(value, bound, typical):
+                why = (f"the straight line through the measured times gave {raw:.4g}"
+                       + ("; time fell as messages grew" if parameter == "bandwidth_bytes_per_s" and slope <= 0 else ""))
+                issues.append(bound_issue(name, parameter, value, side, bound, "suspect", why))
+    latency, bandwidth = values["latency_s"], values["bandwidth_bytes_per_s"]
     link = LinkSpec(name=name, link_type="local", path="peer-to-peer", bandwidth_bytes_per_s=bandwidth, efficiency=1.0,
                     latency_s=latency, hops=1, software_overhead_s=0.0, energy_j_per_bit=0.0, source=source)
     predicted = latency + size / bandwidth
     errors = predicted / seconds - 1.0
     rows = tuple({"bytes": int(b), "measured_s": float(m), "predicted_s": float(p), "relative_error": float(e)}
                  for b, m, p, e in zip(size, seconds, predicted, errors))
-    return LinkFit(link, rows, float(np.sqrt(np.mean(errors ** 2))))
+    rms = float(np.sqrt(np.mean(errors ** 2)))
+    return LinkFit(link, rows, rms, tuple(issues + rms_issues(name, rms)))
 
 
 def message_seconds(runs: list) -> float:
@@ -159,3 +247,15 @@ def fit_acceptance(trace: list[dict], name: str, source: str):
     """An acceptance profile (rank vector, depth x rank, confidence model) from reference traces."""
     rounds = [check_round(record, line) for line, record in enumerate(trace, 1)]
     return fit_profile(rounds, name, source, bootstrap=200)
+
+
+def acceptance_issues(result) -> list[FitIssue]:
+    """An acceptance fit's estimates held at a bound (acceptance.FitResult.warnings), as warnings."""
+    return [FitIssue(result.profile.name, "acceptance", None, None, "warning", line) for line in result.warnings]
+
+
+def floored_at_zero(fit: str, parameter: str, value: float, severity: str, why: str) -> tuple[float, list[FitIssue]]:
+    """max(value, 0) and, when that is 0, the issue: a cost measured as no cost."""
+    if value > 0:
+        return float(value), []
+    return 0.0, [bound_issue(fit, parameter, 0.0, "lower", 0.0, severity, f"{why}: {value:.4g}")]

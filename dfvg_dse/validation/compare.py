@@ -145,14 +145,19 @@ def compare(case: Case, predicted: dict, measured: dict) -> dict:
     return row
 
 
-def summary(rows: list[dict]) -> dict:
-    """The error budget over the rows."""
+def summary(rows: list[dict], issues=()) -> dict:
+    """The error budget over the rows, and the fits' issues (validation.calibrate.FitIssue): a
+    prediction made from a suspect fit does not pass, whatever its errors (docs/validation.md)."""
     tps = [abs(r["error_tokens_per_s"]) for r in rows]
     tpr = [abs(r["error_tokens_per_round"]) for r in rows]
     mape = float(np.mean(tps))
     worst = float(np.max(tpr))
+    within = bool(mape <= TOKENS_PER_S_MAPE_BUDGET and worst <= TOKENS_PER_ROUND_BUDGET)
+    suspect = [issue.message for issue in issues if issue.suspect]
     return {"mape_tokens_per_s": mape, "max_error_tokens_per_round": worst,
             "tokens_per_round_budget": TOKENS_PER_ROUND_BUDGET, "tokens_per_s_mape_budget": TOKENS_PER_S_MAPE_BUDGET,
-            "passed": bool(mape <= TOKENS_PER_S_MAPE_BUDGET and worst <= TOKENS_PER_ROUND_BUDGET),
+            "within_budget": within, "calibration_suspect": bool(suspect), "suspect": suspect,
+            "warnings": list(dict.fromkeys(issue.message for issue in issues)),
+            "passed": within and not suspect,
             "misses": [r["config"] for r in rows if abs(r["error_tokens_per_round"]) > TOKENS_PER_ROUND_BUDGET
                        or abs(r["error_tokens_per_s"]) > 2 * TOKENS_PER_S_MAPE_BUDGET]}

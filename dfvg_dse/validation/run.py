@@ -6,12 +6,17 @@ chain:3, chain:6 and kary:3x2 greedy, chain:6 sampled — whose stage times fit 
 the acceptance profiles. Validation decodes other configurations on other prompts. This machine's
 speed drifts by tens of percent over minutes, so validation repeats the calibration runs on each
 of its prompts, interleaved with the compared runs, and predicts from that in-window fit; the
-prediction from the earlier calibration (the other prompt half) is reported beside it."""
+prediction from the earlier calibration (the other prompt half) is reported beside it.
+
+Every fit is checked (calibrate.FitIssue). The pipe is the one measurement cheap enough to repeat
+(about a second): a suspect pipe fit is measured once more before it is reported. Both long
+functions take `progress(done, total, step)`, called before each step (done counts from 1)."""
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -23,11 +28,11 @@ from dfvg_dse.reference import Model, Sampling
 from dfvg_dse.reference.microbench import core_peak_fp32_flops_per_s, pipe_times
 from dfvg_dse.reference.teacher import teacher_forced_acceptance
 from dfvg_dse.reference.stages import Job, RunResult, TwoStageRuntime
-from dfvg_dse.specs import AcceptanceProfile, AcceptanceTrace, DeviceSpec, LinkSpec, ModelSpec
+from dfvg_dse.specs import AcceptanceProfile, AcceptanceTrace, DeviceSpec, ModelSpec
 from dfvg_dse.specs.decoding import TreeSpec
 from dfvg_dse.tree import parse_tree_spec
-from dfvg_dse.validation.calibrate import (CoreFit, LinkFit, fit_acceptance, fit_core, fit_link, message_seconds,
-                                           stage_records)
+from dfvg_dse.validation.calibrate import (CoreFit, FitIssue, LinkFit, acceptance_issues, fit_acceptance, fit_core,
+                                           fit_link, floored_at_zero, message_seconds, stage_records)
 from dfvg_dse.validation.compare import (SAMPLED_TEMPERATURE, Case, Parts, compare, drafting_rule, predict,
                                          summarise_runs)
 
@@ -35,19 +40,66 @@ NEW_TOKENS = 128
 CALIBRATION_TREES = ("chain:1", "chain:3", "chain:6", "kary:3x2")  # verify 2, 4, 7, 13 tokens; depth, ranks
 SAMPLED_TREE = "chain:6"  # sampled calibration: never a validated configuration
 TRACE_EXTRA_TOKENS = 16  # teacher-forced text past a run's end: a last round may accept that far
+PIPE_SIZES = (16, 256, 4096, 65536)
+Progress = Callable[[int, int, str], None]  # (step number from 1, steps in all, what runs now)
+
+
+class _Steps:
+    """Numbered steps reported to a progress callback (or to nobody)."""
+
+    def __init__(self, progress: Progress | None, total: int):
+        self.progress, self.total, self.done = progress, total, 0
+
+    def __call__(self, step: str) -> None:
+        self.done += 1
+        if self.progress is not None:
+            self.progress(self.done, self.total, step)
 
 
 @dataclass(frozen=True)
 class Calibration:
     target_fit: CoreFit  # the verify core
     draft_fit: CoreFit  # the draft core, with the reference drafter's own per-level work
-    link: LinkFit
+    link: LinkFit  # the pipe, with the per-message overhead of the calibration runs
     greedy_profile: AcceptanceProfile
     sampled_profile: AcceptanceProfile
     peak_flops_per_s: float
     clock_hz: float
     peak_source: str
     sampled_extra_s: tuple[float, float] = (0.0, 0.0)  # per drafting level, per verified token
+    extra_issues: tuple[FitIssue, ...] = ()  # sampling's extra work, the acceptance fits
+
+    @property
+    def issues(self) -> tuple[FitIssue, ...]:
+        return self.target_fit.issues + self.draft_fit.issues + self.link.issues + self.extra_issues
+
+
+@dataclass(frozen=True)
+class RunFits:
+    """What one set of calibration runs fits: both cores, both profiles, sampling's extra work."""
+
+    target_fit: CoreFit
+    draft_fit: CoreFit
+    greedy_profile: AcceptanceProfile
+    sampled_profile: AcceptanceProfile
+    sampled_extra_s: tuple[float, float]
+    issues: tuple[FitIssue, ...]  # of sampling's extra work and the acceptance fits
+
+
+@dataclass(frozen=True)
+class Window:
+    """The in-window fit validate predicts from (the calibration's pipe, this window's messages)."""
+
+    target_fit: CoreFit
+    draft_fit: CoreFit
+    link: LinkFit
+    extra_issues: tuple[FitIssue, ...] = ()
+
+    @property
+    def issues(self) -> tuple[FitIssue, ...]:
+        """Named "in-window ..." apart from the calibration's fits of the same cores."""
+        return tuple(dataclasses.replace(i, fit=f"in-window {i.fit}", message=f"in-window {i.message}")
+                     for i in self.target_fit.issues + self.draft_fit.issues + self.link.issues + self.extra_issues)
 
 
 def _rule(tree_spec: str):
@@ -93,17 +145,34 @@ def calibration_jobs(prompt: tuple[int, ...], seed: int) -> dict[str, Job]:
     return jobs
 
 
-def with_messages(link: LinkSpec, runs: dict[str, list[RunResult]]) -> LinkSpec:
-    """The pipe plus the per-message software work measured in the calibration runs."""
+def with_messages(pipe: LinkFit, runs: dict[str, list[RunResult]]) -> LinkFit:
+    """The pipe plus the per-message software work measured in the calibration runs (suspect at 0:
+    encoding, waking and decoding a message take time)."""
     greedy = [r for spec in CALIBRATION_TREES for r in runs[spec]]
-    return dataclasses.replace(link, software_overhead_s=max(0.0, message_seconds(greedy) - link.latency_s))
+    gap = message_seconds(greedy)
+    overhead, issues = floored_at_zero(pipe.link.name, "software_overhead_s", gap - pipe.link.latency_s, "suspect",
+                                       f"the mean gap between the stages, {gap * 1e6:.1f} us, less the pipe's "
+                                       f"latency, {pipe.link.latency_s * 1e6:.1f} us, is")
+    return dataclasses.replace(pipe, link=dataclasses.replace(pipe.link, software_overhead_s=overhead),
+                               issues=pipe.issues + tuple(issues))
+
+
+def measure_pipe(quick: bool, source: str) -> LinkFit:
+    """The pipe's straight line; measured once more when the first fit is suspect (a loaded
+    machine's moment), and reported as measured twice when the second is suspect too."""
+    pipe = fit_link(pipe_times(PIPE_SIZES, 200 if quick else 1000), "local-pipe", source)
+    if not any(issue.suspect for issue in pipe.issues):
+        return pipe
+    again = fit_link(pipe_times(PIPE_SIZES, 200 if quick else 1000), "local-pipe", source)
+    return dataclasses.replace(again, issues=tuple(dataclasses.replace(i, message=f"{i.message}; measured twice")
+                                                   for i in again.issues))
 
 
 def sampled_extra_s(runs: list[RunResult], lengths: list[int], specs: dict[str, ModelSpec], draft: DeviceSpec,
-                    verify: DeviceSpec) -> tuple[float, float]:
+                    verify: DeviceSpec) -> tuple[tuple[float, float], list[FitIssue]]:
     """Sampling's extra seconds per drafting level and per verified token: the mean measured time
     of sampled rounds less what the greedy-fitted cores predict for the same shapes (the residual
-    walk visits the verified tokens, so its cost grows with the tree)."""
+    walk visits the verified tokens, so its cost grows with the tree); a warning where that is 0."""
     records = stage_records(runs, lengths)
     extra_draft, extra_verify = [], []
     for record in records:
@@ -113,11 +182,16 @@ def sampled_extra_s(runs: list[RunResult], lengths: list[int], specs: dict[str, 
         else:
             predicted = float(processor_forward_cost(specs["target"], verify, record["tokens"], record["context"]).time_s)
             extra_verify += [(record["seconds"] - predicted) / record["tokens"]] * record["count"]
-    return max(0.0, float(np.mean(extra_draft))), max(0.0, float(np.mean(extra_verify)))
+    why = "sampled rounds measured no slower than the greedy-fitted cores predict; the mean difference was"
+    per_level, level_issues = floored_at_zero("sampling", "extra_s_per_draft_level", float(np.mean(extra_draft)),
+                                              "warning", why)
+    per_token, token_issues = floored_at_zero("sampling", "extra_s_per_verified_token", float(np.mean(extra_verify)),
+                                              "warning", why)
+    return (per_level, per_token), level_issues + token_issues
 
 
 def fit_runs(runs: dict[str, list[RunResult]], lengths: list[int], specs: dict[str, ModelSpec], peak: float,
-             source: str) -> tuple[CoreFit, CoreFit, AcceptanceProfile, AcceptanceProfile, tuple[float, float]]:
+             source: str) -> RunFits:
     """Both cores, both profiles and sampling's extra work from calibration runs (name -> one
     RunResult per prompt)."""
     greedy = [r for spec in CALIBRATION_TREES for r in runs[spec]]
@@ -126,55 +200,77 @@ def fit_runs(runs: dict[str, list[RunResult]], lengths: list[int], specs: dict[s
     draft = fit_core([r for r in records if r["model"] == "draft"], specs["draft"], peak, "local-core-1", source)
     traces = [record for r in greedy for record in r.trace]
     sampled = [record for r in runs["sampled"] for record in r.trace]
-    return (target, draft, fit_acceptance(traces, "reference/greedy", source).profile,
-            fit_acceptance(sampled, f"reference/T{SAMPLED_TEMPERATURE:g}", source).profile,
-            sampled_extra_s(runs["sampled"], lengths, specs, draft.device, target.device))
+    greedy_fit = fit_acceptance(traces, "reference/greedy", source)
+    sampled_fit = fit_acceptance(sampled, f"reference/T{SAMPLED_TEMPERATURE:g}", source)
+    extra, extra_issues = sampled_extra_s(runs["sampled"], lengths, specs, draft.device, target.device)
+    return RunFits(target, draft, greedy_fit.profile, sampled_fit.profile, extra,
+                   tuple(acceptance_issues(greedy_fit) + acceptance_issues(sampled_fit) + extra_issues))
+
+
+def calibration_steps(prompts: int) -> int:
+    """Progress steps of `calibrate`: warm-up, every calibration run, the pipe, the fits and traces."""
+    return 1 + prompts * len(calibration_jobs((0,), 0)) + 2
 
 
 def calibrate(target: Model, draft: Model, specs: dict[str, ModelSpec], prompts: list[tuple[int, ...]], quick: bool,
-              stamp: str) -> Calibration:
+              stamp: str, progress: Progress | None = None) -> Calibration:
     """Decode the calibration configurations on `prompts`, time the pipe, fit everything."""
+    step = _Steps(progress, calibration_steps(len(prompts)))
     runs: dict[str, list[RunResult]] = {}
     with TwoStageRuntime(target, draft) as runtime:
+        step("warm-up")
         warm_up(runtime, prompts[0])
         for index, prompt in enumerate(prompts):
             for name, job in calibration_jobs(prompt, index).items():
+                step(f"prompt {index + 1}/{len(prompts)} {name}")
                 runs.setdefault(name, []).append(runtime.run(job))
-    pipes = pipe_times((16, 256, 4096, 65536), 200 if quick else 1000)
-    peak, clock, peak_source = core_peak_fp32_flops_per_s()
     source = f"dfvg-dse calibrate {stamp}, {len(prompts)} calibration prompts"
+    step("pipe")
+    pipe = measure_pipe(quick, source)
+    peak, clock, peak_source = core_peak_fp32_flops_per_s()
+    step("fits and teacher-forced traces")
     fits = fit_runs(runs, [len(p) for p in prompts], specs, peak, source)
-    pipe = fit_link(pipes, "local-pipe", source)
-    link = dataclasses.replace(pipe, link=with_messages(pipe.link, runs))
-    profiles = with_traces(target, draft, prompts, *fits[2:4], 0, source)
-    return Calibration(*fits[:2], link, *profiles, peak, clock, peak_source, fits[4])
+    profiles = with_traces(target, draft, prompts, fits.greedy_profile, fits.sampled_profile, 0, source)
+    return Calibration(fits.target_fit, fits.draft_fit, with_messages(pipe, runs), *profiles, peak, clock, peak_source,
+                       fits.sampled_extra_s, fits.issues)
+
+
+def validation_steps(prompts: int, cases: int) -> int:
+    """Progress steps of `validate`: warm-up, per prompt its calibration runs and every case, the fits."""
+    return 1 + prompts * (len(calibration_jobs((0,), 0)) + cases) + 1
 
 
 def validate(target: Model, draft: Model, parts: Parts, cases: list[Case], prompts: list[tuple[int, ...]],
-             calibration: Calibration, stamp: str) -> tuple[list[dict], tuple[CoreFit, CoreFit]]:
+             calibration: Calibration, stamp: str, progress: Progress | None = None) -> tuple[list[dict], Window]:
     """Per prompt, the calibration runs and every case, interleaved; then the comparison with the
     in-window prediction (and the calibration's, in `*_calibration_half` columns)."""
+    step = _Steps(progress, validation_steps(len(prompts), len(cases)))
     runs: dict[str, list] = {case.name: [] for case in cases}
     window: dict[str, list[RunResult]] = {}
     with TwoStageRuntime(target, draft) as runtime:
+        step("warm-up")
         warm_up(runtime, prompts[0])
         for index, prompt in enumerate(prompts):
             for name, job in calibration_jobs(prompt, 1000 + index).items():
+                step(f"prompt {index + 1}/{len(prompts)} calibration {name}")
                 window.setdefault(name, []).append(runtime.run(job))
             for case in cases:
+                step(f"prompt {index + 1}/{len(prompts)} {case.name}")
                 rule = drafting_rule(case, parts.greedy_profile)
                 if isinstance(rule, TreeSpec):
                     rule = (tuple(rule.parents), tuple(rule.ranks))
                 runs[case.name].append(runtime.run(Job(prompt, NEW_TOKENS, rule, Sampling(case.temperature),
                                                        seed=index, schedule=case.schedule, trace=True)))
     source = f"calibration runs interleaved with the validation runs, {stamp}"
-    target_fit, draft_fit, greedy, sampled, extra = fit_runs(
-        window, [len(p) for p in prompts], {"target": parts.target, "draft": parts.draft}, calibration.peak_flops_per_s,
-        source)
-    greedy, sampled = with_traces(target, draft, prompts, greedy, sampled, 1000, source)
-    in_window = dataclasses.replace(parts, verify_device=target_fit.device, draft_device=draft_fit.device,
-                                    greedy_profile=greedy, sampled_profile=sampled, sampled_extra_s=extra,
-                                    link=with_messages(calibration.link.link, window))
+    step("fits and teacher-forced traces")
+    fits = fit_runs(window, [len(p) for p in prompts], {"target": parts.target, "draft": parts.draft},
+                    calibration.peak_flops_per_s, source)
+    greedy, sampled = with_traces(target, draft, prompts, fits.greedy_profile, fits.sampled_profile, 1000, source)
+    pipe = dataclasses.replace(calibration.link, issues=())  # the calibration's pipe, whose issues it reports
+    fit = Window(fits.target_fit, fits.draft_fit, with_messages(pipe, window), fits.issues)
+    in_window = dataclasses.replace(parts, verify_device=fit.target_fit.device, draft_device=fit.draft_fit.device,
+                                    greedy_profile=greedy, sampled_profile=sampled,
+                                    sampled_extra_s=fits.sampled_extra_s, link=fit.link.link)
     bursty = fit_bursty([r.trace for spec in CALIBRATION_TREES for r in window[spec]], "reference/bursty",
                         f"calibration runs interleaved with the validation runs, {stamp}")
     rows = []
@@ -187,7 +283,7 @@ def validate(target: Model, draft: Model, parts: Parts, cases: list[Case], promp
         row["predicted_tokens_per_s_calibration_half"] = other["tokens_per_s"]
         row["error_tokens_per_s_calibration_half"] = other["tokens_per_s"] / row["measured_tokens_per_s"] - 1
         rows.append(row)
-    return rows, (target_fit, draft_fit)
+    return rows, fit
 
 
 def statistical_columns(case: Case, bursty, parts: Parts, measured: float) -> dict:

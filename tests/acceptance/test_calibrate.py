@@ -67,6 +67,18 @@ def test_overconfident_draft_is_seen_by_the_calibration():
     assert fit.profile.confidence.accept_prob(0.8) == pytest.approx(0.48, abs=0.08)
 
 
+def test_estimates_held_at_a_bound_are_named_in_the_warnings():
+    # rank 0 accepted whenever it was drafted, rank 1 too (drafted alone): p_0 + p_1 = 2 is rescaled;
+    # every top-1 confidence is 1: the Beta's moments give no concentration, the mean sits on 1
+    alone = [{"parents": [-1, 0], "ranks": [0, r], "accepted": [0, 1]} for r in (0, 1)] * 20
+    fit = fit_profile([check_round(r, i) for i, r in enumerate(alone, 1)], "edge", "test", bootstrap=10)
+    assert sum(fit.profile.rank_probs) == pytest.approx(1.0)
+    assert any(w.startswith("edge: rank vector sums to 2.0000") for w in fit.warnings)
+    assert any("confidence concentration = 0.05 at its lower bound" in w for w in fit.warnings)
+    assert fit_profile([check_round(r, i) for i, r in enumerate(synthetic_trace(400, 3), 1)], "ok", "test",
+                       bootstrap=10).warnings == ()
+
+
 @pytest.mark.parametrize("raw, message", [
     ({"parents": [-1, 0], "ranks": [0, 0]}, "needs parents, ranks, accepted"),
     ({"parents": [-1, 2, 0], "ranks": [0, 0, 0], "accepted": [0]}, "parents must point to earlier nodes"),

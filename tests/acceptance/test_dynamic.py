@@ -191,13 +191,27 @@ def test_peak_memory_does_not_grow_with_rounds(simulate, rule):
 def test_work_past_the_limit_is_refused_up_front(monkeypatch):
     from dfvg_dse.acceptance import dynamic
 
-    per_round = dynamic.round_work(PROFILE, CHEAP)[1]
+    per_round = dynamic.round_work(PROFILE, CHEAP).work
     monkeypatch.setattr(dynamic, "MAX_MC_WORK", 100 * per_round)
     simulate_adapt(PROFILE, CHEAP, rounds=100)
     with pytest.raises(InputError, match=r"101 rounds of Adapt x .* past the .* limit .* at most 100 rounds"):
         simulate_adapt(PROFILE, CHEAP, rounds=101)
     with pytest.raises(InputError, match="seed = -1: must be an integer >= 0"):
         simulate_eagle2(PROFILE, Eagle2Rule(3, 3, 8), rounds=10, seed=-1)
+
+
+@pytest.mark.parametrize("simulate, rule", [(simulate_adapt, CHEAP), (simulate_adapt, AdaptRule(0.0, 0.0, 3, 9, 1, 8)),
+                                            (simulate_eagle2, Eagle2Rule(3, 3, 8)),
+                                            (simulate_duodecoding, DuoRule(12))])
+def test_kept_rounds_are_bounded_by_the_levels_a_round_can_draft(simulate, rule, monkeypatch):
+    from dfvg_dse.acceptance import dynamic
+
+    levels = dynamic.round_work(PROFILE, rule).levels
+    assert simulate(PROFILE, rule, 300, 4, keep_rounds=True).round_widths.shape[1] <= levels
+    monkeypatch.setattr(dynamic, "MAX_KEPT_CELLS", 300 * levels)
+    simulate(PROFILE, rule, 301, 4)  # nothing kept: no limit
+    with pytest.raises(InputError, match=f"keeping 301 rounds x up to {levels} levels .* at most 300 rounds"):
+        simulate(PROFILE, rule, 301, 4, keep_rounds=True)
 
 
 def test_vectorised_duodecoding_k_matches_the_rule():

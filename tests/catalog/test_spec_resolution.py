@@ -73,3 +73,8 @@ def test_missing_files_of_file_options_are_short_lines(catalog, read, what):
         getattr(catalog, read)("a" * 300 + ".toml")
     assert short_line(caught.value).startswith(f"{what}: no such file: '...")
     assert catalog.is_file("a" * 300) is False
+
+
+def test_a_spec_that_is_not_a_string_is_one_line(catalog):
+    with pytest.raises(InputError, match="acceptance 0.8: a SPEC is a string"):
+        catalog.acceptance(0.8)  # a study file's `acceptance = 0.8`

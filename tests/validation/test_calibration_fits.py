@@ -31,6 +31,7 @@ def test_fit_recovers_the_parameters_that_made_the_times():
                for n in (1, 2, 3, 4, 6, 8, 12, 16, 32, 64) for c in (32, 256)]
     fit = fit_core(records, TARGET, PEAK, "fitted", "test")
     assert fit.rms_relative_error < 1e-3
+    assert fit.issues == ()  # nothing at a bound, a small error: nothing to report
     for name in ("eta_compute", "bandwidth_bytes_per_s", "multi_row_bandwidth_fraction"):
         field = "memory" if name == "bandwidth_bytes_per_s" else name
         got = fit.device.main_memory.bandwidth_bytes_per_s if field == "memory" else getattr(fit.device, name)
@@ -51,7 +52,7 @@ def test_link_fit_is_the_straight_line_through_the_points():
     records = [{"bytes": b, "seconds": 8e-6 + b / 3e9} for b in (16, 256, 4096, 65536)]
     fit = fit_link(records, "pipe", "test")
     assert fit.link.latency_s == pytest.approx(8e-6) and fit.link.bandwidth_bytes_per_s == pytest.approx(3e9)
-    assert fit.rms_relative_error < 1e-9
+    assert fit.rms_relative_error < 1e-9 and fit.issues == ()
 
 
 def test_calibrated_terms_do_what_they_say():

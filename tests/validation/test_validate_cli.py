@@ -15,8 +15,10 @@ def test_validate_quick_writes_everything_and_its_exit_code_follows_the_budget(t
     document = json.loads(result.stdout)
     assert result.exit_code == (0 if document["passed"] else 1)
     assert [c["config"] for c in document["configs"]][:2] == ["ar", "chain:2 sequential"]
-    for key in ("mape_tokens_per_s", "max_error_tokens_per_round", "passed", "calibration", "window"):
+    for key in ("mape_tokens_per_s", "max_error_tokens_per_round", "passed", "calibration", "window", "warnings",
+                "suspect", "issues"):
         assert key in document
+    assert document["passed"] == (document["within_budget"] and not document["suspect"])
     rows = list(csv.DictReader((tmp_path / "validation.csv").open()))
     assert len(rows) == 5 and all(float(r["measured_tokens_per_s"]) > 0 for r in rows)
     assert (tmp_path / "validation.png").stat().st_size > 1000
