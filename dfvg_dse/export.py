@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dfvg_dse.files import atomic_write
+from dfvg_dse.files import PLOT_SUFFIXES, atomic_write, check_plot_path, write_plot  # noqa: F401 (re-exported)
 from dfvg_dse.report.tables import json_safe
 from dfvg_dse.specs import InputError
 
@@ -42,7 +42,11 @@ def run_dir(base: Path, run_id: str, force: bool = False, resume: bool = False) 
         if not force:
             raise InputError(f"{path}: already exists; pass --force to replace it or --resume to continue it")
         # kept aside until the new run has finished (drop_replaced), so a failed rerun loses nothing
-        path.rename(base / f".{run_id}.replaced")
+        aside = base / f".{run_id}.replaced"
+        if aside.exists():  # a rerun that failed: `path` is its unfinished folder, `aside` the last complete run
+            shutil.rmtree(path)
+        else:
+            path.rename(aside)
     try:
         path.mkdir(parents=True)
     except OSError as err:
@@ -122,29 +126,6 @@ def write_records(path: Path, records: list[dict]) -> list[Path]:
     return write_table(path, pd.DataFrame(records))
 
 
-PLOT_SUFFIXES = (".png", ".svg", ".pdf")  # what --plot options promise; matplotlib picks the format by suffix
-
-
-def check_plot_path(path: str | Path, option: str = "--plot") -> Path:
-    """A plot path with a supported suffix, checked before any work is done."""
-    path = Path(path)
-    if path.suffix.lower() not in PLOT_SUFFIXES:
-        raise InputError(f"{option} {path}: unsupported format {path.suffix or '(no suffix)'}; "
-                         f"use {', '.join(PLOT_SUFFIXES)}")
-    if path.is_dir():
-        raise InputError(f"{option} {path}: a folder, not a file name")
-    try:  # the folder is made now, so an unwritable place fails before the work, not after it
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise InputError(f"{option} {path}: cannot create its folder: {err.strerror or err}") from None
-    return path
-
-
-def write_plot(path: Path, draw) -> Path:
-    """draw(tmp_path) renders a figure; the file appears under `path` only when complete."""
-    return atomic_write(check_plot_path(path), draw)
-
-
 def read_manifest(path: Path) -> dict:
     """A run's manifest.json."""
     manifest_path = path / "manifest.json"
@@ -156,13 +137,13 @@ def read_manifest(path: Path) -> dict:
         raise InputError(f"{manifest_path}: not valid JSON: {err.msg}") from None
 
 
-def read_run(path: Path, sweeps: bool = False) -> tuple[dict, pd.DataFrame]:
+def read_run(path: Path, sweeps: bool = False, command: str = "export") -> tuple[dict, pd.DataFrame]:
     """A finished run's manifest and trial table (for `pareto` and `export`). With `sweeps`, a sweep
     run is read too: its grid.csv when it was saved, else its exact front (pareto.csv)."""
     manifest = read_manifest(path)
     if manifest.get("kind") == "sweep":
         if not sweeps:
-            raise InputError(f"{path}: a sweep run; export reads search runs, whose trials record each design's "
+            raise InputError(f"{path}: a sweep run; {command} reads search runs, whose trials record each design's "
                              "tree (run 'dfvg-dse search', or 'dfvg-dse estimate' for one design of the front)")
         table = path / "grid.csv" if (path / "grid.csv").is_file() else path / "pareto.csv"
     else:

@@ -41,3 +41,35 @@ def atomic_write(path: Path, write) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")  # what --plot options promise; matplotlib picks the format by suffix
+
+
+def check_writable(path: Path, option: str) -> None:
+    """Before any work: the nearest folder of `path` that exists must be a folder we may write in
+    (the missing ones below it are made when the file is written)."""
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise InputError(f"{option} {path}: {parent} is not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"{option} {path}: {parent} is not writable")
+
+
+def check_plot_path(path: str | Path, option: str = "--plot") -> Path:
+    """A plot path with a supported suffix in a place that can be written, checked before the work."""
+    path = Path(path)
+    if path.suffix.lower() not in PLOT_SUFFIXES:
+        raise InputError(f"{option} {path}: unsupported format {path.suffix or '(no suffix)'}; "
+                         f"use {', '.join(PLOT_SUFFIXES)}")
+    if path.is_dir():
+        raise InputError(f"{option} {path}: a folder, not a file name")
+    check_writable(path, option)
+    return path
+
+
+def write_plot(path: Path, draw) -> Path:
+    """draw(tmp_path) renders a figure; the file appears under `path` only when complete."""
+    return atomic_write(check_plot_path(path), draw)

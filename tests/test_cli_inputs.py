@@ -39,8 +39,14 @@ def test_an_empty_option_is_refused_not_defaulted(run, option):
     _one_line_error(run(*args, option, ""), option, "empty value")
 
 
-def test_an_empty_argument_is_refused(run):
-    _one_line_error(run("hw", "show", " "), "empty value")
+def test_an_empty_argument_or_root_option_is_refused(run):
+    _one_line_error(run("hw", "show", ""), "empty value")
+    _one_line_error(run("--models-dir", "", "models", "list"), "--models-dir", "empty value")
+
+
+def test_whitespace_is_a_value_not_an_empty_one(run):
+    result = run("tree", "expected", "--acceptance", " 0.8", "--tree", "chain:2", "--json")
+    assert result.exit_code == 0, result.stderr
 
 
 def test_options_a_mode_does_not_read_are_refused(run):
@@ -179,7 +185,7 @@ def test_unwritable_places_are_one_line(run, tmp_path):
     _one_line_error(run("search", "--trials", "2", "--results-dir", str(afile)), "not a folder")
     _one_line_error(run("sweep", "--results-dir", "/dev/null"), "not a folder")
     _one_line_error(run("sweep", "--results-dir", str(afile / "sub")), "cannot create")
-    _one_line_error(run("sensitivity", "--vary", "batch", "--plot", str(afile / "x.png")), "cannot create its folder")
+    _one_line_error(run("sensitivity", "--vary", "batch", "--plot", str(afile / "x.png")), "is not a folder")
 
 
 def test_pareto_reads_a_sweep_and_export_says_why_it_cannot(run, tmp_path):
@@ -188,3 +194,58 @@ def test_pareto_reads_a_sweep_and_export_says_why_it_cannot(run, tmp_path):
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["pareto_size"] >= 1
     _one_line_error(run("export", str(tmp_path / "s")), "a sweep run", "dfvg-dse search")
+
+
+def test_depth_rows_are_checked_at_their_own_depth_and_measured_rises_pass():
+    """depth_rank replaces rank_probs in the model, so a tree is checked against each depth's own row;
+    a measured profile whose ranks rise (Sequoia's demo, p_9 > p_8) is not called a typo."""
+    profile = AcceptanceProfile("two rows", (0.5, 0.3, 0.1), depth_rank=((0.6,), (0.6,)), source="a fit")
+    (warning,) = acceptance_warnings(profile, parse_tree_spec("kary:3x1"))
+    assert "2 of the tree's 3 draft tokens" in warning
+    measured = AcceptanceProfile("measured", (0.6, 0.01, 0.02), source="a paper")
+    assert acceptance_warnings(measured) == []
+    typed = AcceptanceProfile("rank vector 0.3,0.1,0.2", (0.3, 0.1, 0.2), source="command line")
+    assert "rank 3 (0.2) is likelier than rank 2 (0.1)" in acceptance_warnings(typed)[0]
+
+
+def test_estimate_refuses_values_past_what_it_searches(run):
+    _one_line_error(run(*ESTIMATE, "--budget", "128"), "--budget 128", "up to 64")
+    _one_line_error(run(*ESTIMATE, "--dynamic", "eagle2", "--max-depth", "40"), "--max-depth 40", "up to 16")
+    _one_line_error(run(*ESTIMATE, "--dynamic", "adapt", "--min-depth", "10", "--max-depth", "8"), "--min-depth 10")
+    assert run(*ESTIMATE, "--budget", "32", "--max-depth", "8", "--json").exit_code == 0
+
+
+def test_every_drafting_command_refuses_another_rules_options(run):
+    _one_line_error(run("tree", "dynamic", "--acceptance", "0.8", "--rule", "eagle2", "--threshold", "0.1"),
+                    "--threshold", "--rule eagle2")
+    _one_line_error(run("reference", "generate", "--prompt", "ab", "--tree", "chain:3", "--top-k", "9"),
+                    "--top-k", "a static tree")
+    result = run("tree", "dynamic", "--acceptance", "0.8", "--rule", "eagle2", "--top-k", "4", "--rounds", "200",
+                 "--json")
+    assert result.exit_code == 0, result.stderr
+
+
+def test_sensitivity_pair_messages(run):
+    _one_line_error(run("sensitivity", "--vary", "batch", "--pair", "qwen3-8b"), "expected TARGET/DRAFT")
+    _one_line_error(run("sensitivity", "--vary", "batch", "--pair", "llama-2-7b/qwen3-0.6b"), "choose a --pair")
+    _one_line_error(run("sensitivity", "--vary", "batch", "--values", "1,2.5"), "expected integers")
+
+
+def test_a_failed_forced_rerun_neither_loses_the_run_nor_blocks_the_next(run, tmp_path):
+    assert run("sweep", "--results-dir", str(tmp_path), "--run-id", "s").exit_code == 0
+    failed = run("sweep", "--results-dir", str(tmp_path), "--run-id", "s", "--force", "--compare", str(tmp_path / "x"))
+    _one_line_error(failed, "no manifest.json")
+    assert (tmp_path / "s" / "manifest.json").is_file()  # refused before the old run was touched
+    (tmp_path / ".s.replaced").mkdir()  # as a rerun that died half-way leaves it: the last good run set aside
+    again = run("sweep", "--results-dir", str(tmp_path), "--run-id", "s", "--force", "--json")
+    assert again.exit_code == 0, again.stderr
+    assert (tmp_path / "s" / "manifest.json").is_file() and not (tmp_path / ".s.replaced").exists()
+    _one_line_error(run("sweep", "--results-dir", str(tmp_path), "--run-id", "t", "--compare", str(tmp_path / "s")),
+                    "sweep --compare reads search runs")
+
+
+def test_import_elsewhere_shadows_nothing(run, tmp_path):
+    result = run("models", "import", str(CONFIGS / "config_qwen2_tiny.json"), "--name", "qwen3-8b", "--out-dir",
+                 str(tmp_path))
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(run("models", "show", "qwen3-8b", "--json").stdout)["spec"]["n_layers"] == 36

@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from dfvg_dse.specs.hardware import show_value
+from dfvg_dse.specs.hardware import shorten, show_value
 
 _MISSING = object()
 
@@ -34,10 +34,5 @@ class UnknownNameError(CatalogError):
 
 
 SHOWN_NAMES = 8  # a one-line error lists this many known names; the `list` commands show them all
-
-
-def shorten(text: str, limit: int = 60) -> str:
-    """A user's value as echoed in a one-line message: at most `limit` characters."""
-    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 

@@ -28,30 +28,13 @@ from dfvg_dse.catalog.profiles import parse_profile, profile_document, read_tree
 from dfvg_dse.files import atomic_write
 from dfvg_dse.specs import (AcceptanceProfile, CalibrationDefaults, DeviceSpec, InputError, LinkSpec, ModelSpec,
                             SpecError)
+from dfvg_dse.specs.hardware import shorten
+from dfvg_dse.specs.hardware import show_value as shown
 
 ENV_DIRS = {"models": "DFVG_DSE_MODELS_DIR", "hwdb": "DFVG_DSE_HWDB_DIR"}
 HW_KINDS = ("fpga", "gpu", "cpu", "link")
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 FILE_SUFFIXES = (".json", ".toml", ".jsonl")  # a SPEC ending so is meant as a file
-MAX_SHOWN = 60  # characters of a user's value echoed in a message
-
-
-def shorten(text: str, keep_end: bool = False) -> str:
-    """A user's text cut to MAX_SHOWN characters with an ellipsis, so a message stays one short line
-    (a path keeps its end: the file name says more than the folders)."""
-    if len(text) <= MAX_SHOWN:
-        return text
-    return "..." + text[3 - MAX_SHOWN:] if keep_end else text[:MAX_SHOWN - 3] + "..."
-
-
-def shown(value, keep_end: bool = False) -> str:
-    """A user's value for a one-line message: its repr, shortened (inside the quotes)."""
-    text = repr(value)
-    if len(text) <= MAX_SHOWN or not keep_end:
-        return shorten(text)
-    return text[0] + "..." + text[4 - MAX_SHOWN:]
-
-
 def _is_file(path: Path) -> bool:
     """Path.is_file that says False for a name the OS cannot hold (too long, a NUL byte)."""
     try:
@@ -65,7 +48,7 @@ def existing_file(path: str | Path, what: str) -> Path:
     if _is_file(Path(path)):
         return Path(path)
     if spec_file(str(path), what) is None:  # raises for folders and path-like names
-        raise InputError(f"{what}: no such file: {shown(str(path), True)}")
+        raise InputError(f"{what}: no such file: {shown(str(path), keep_end=True)}")
     return Path(path)
 
 
@@ -84,10 +67,10 @@ def spec_file(spec: str, what: str) -> Path | None:
     except (OSError, ValueError):
         folder = False
     if folder:
-        raise InputError(f"{what}: {shown(spec, True)} is a folder, not a file")
+        raise InputError(f"{what}: {shown(spec, keep_end=True)} is a folder, not a file")
     separators = {os.sep, "/"} | ({os.altsep} if os.altsep else set())
     if any(sep in spec for sep in separators) or spec.lower().endswith(FILE_SUFFIXES):
-        raise InputError(f"{what}: no such file: {shown(spec, True)}")
+        raise InputError(f"{what}: no such file: {shown(spec, keep_end=True)}")
     return None
 
 
@@ -254,12 +237,14 @@ class Catalog:
             raise UnknownNameError("acceptance profile", name, sorted(paths))
         return parse_profile(paths[name], read_toml(paths[name]))
 
-    def pair_profile(self, target: str, draft: str) -> AcceptanceProfile:
-        """The shipped (or your) profile of a target/draft pair, the default when no --acceptance is given."""
+    def pair_profile(self, target: str, draft: str, remedy: str = "") -> AcceptanceProfile:
+        """The shipped (or your) profile of a target/draft pair, the default when no --acceptance is given;
+        `remedy` says what to do when there is none (default: pass --acceptance)."""
         name = f"{target}/{draft}"
         if name not in self._profile_paths():
-            raise CatalogError(f"no acceptance profile for {name}; pass --acceptance SPEC (0.8, a rank vector "
-                               "0.63,0.11,0.06, pair:NAME from 'dfvg-dse acceptance list', or a profile file)")
+            raise CatalogError(f"no acceptance profile for {shorten(name)}; " + (remedy or (
+                "pass --acceptance SPEC (0.8, a rank vector 0.63,0.11,0.06, pair:NAME from "
+                "'dfvg-dse acceptance list', or a profile file)")))
         return self.profile(name)
 
     def profile_document(self, name: str) -> dict:
@@ -383,7 +368,11 @@ class Catalog:
         if target.exists() and not force:
             raise CatalogError(f"{target}: already exists; pass --force to replace it")
         shadowed = self._find(self.models_dirs, f"{name}.toml")
-        if shadowed is not None and shadowed.resolve() != target.resolve() and not force:
+        searched = [d.resolve() for d in self.models_dirs]
+        # a folder off the search path shadows nothing; one searched after the existing file neither
+        shadows = (shadowed is not None and target_dir.resolve() in searched
+                   and searched.index(target_dir.resolve()) <= searched.index(shadowed.parent.resolve()))
+        if shadows and shadowed.resolve() != target.resolve() and not force:
             raise CatalogError(f"--name {name}: {shadowed} has this name, and your file would take its place in "
                                "every command; pick another name, or pass --force to shadow it")
         document = model_document(config, name, source or f"imported from {config_path.resolve()}", tag)

@@ -59,25 +59,29 @@ def _stop_children() -> None:
 EMPTY_MEANS_NONE = {"trees", "dynamic_rules"}
 
 
+def _refuse_empty(command: click.Command, ctx: click.Context, args: list[str]) -> None:
+    """An option or argument given as "" is a usage error, never its default; NUL bytes are refused."""
+    if any("\x00" in arg for arg in args):  # no file name or value holds one (the OS would refuse it)
+        raise click.UsageError("an argument holds a NUL character", ctx=ctx)
+    for param in command.params:
+        if (ctx.params.get(param.name) == "" and param.name not in EMPTY_MEANS_NONE
+                and ctx.get_parameter_source(param.name) is click.core.ParameterSource.COMMANDLINE):
+            hint = "; leave the option out for its default" if isinstance(param, click.Option) else ""
+            raise click.BadParameter(f"empty value{hint}", ctx=ctx, param=param)
+
+
 class _Command(click.Command):
-    """Every command: an option or argument given as an empty string is a usage error, never its default."""
+    """Every command refuses empty values (_refuse_empty)."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if any("\x00" in arg for arg in args):  # no file name or value holds one (the OS would refuse it)
-            raise click.UsageError("an argument holds a NUL character", ctx=ctx)
         rest = super().parse_args(ctx, args)
-        for param in self.params:
-            value = ctx.params.get(param.name)
-            if (isinstance(value, str) and not value.strip() and param.name not in EMPTY_MEANS_NONE
-                    and ctx.get_parameter_source(param.name) is click.core.ParameterSource.COMMANDLINE):
-                hint = "; leave the option out for its default" if isinstance(param, click.Option) else ""
-                raise click.BadParameter(f"empty value{hint}", ctx=ctx, param=param)
+        _refuse_empty(self, ctx, args)
         return rest
 
 
 def _short(text: str, limit: int) -> str:
-    """A command's one-line help cut at a word before `limit`, as click shortens a loaded command's."""
-    return text if len(text) <= limit else text[:limit - 3].rsplit(" ", 1)[0] + "..."
+    """A command's one-line help shortened exactly as click shortens a loaded command's."""
+    return click.Command("lazy", help=text).get_short_help_str(limit)
 
 
 class _Group(click.Group):
@@ -90,6 +94,11 @@ class _Group(click.Group):
     command_class = _Command
     group_class = type
     lazy_commands: dict[str, tuple[str, str]] = {}
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        rest = super().parse_args(ctx, args)
+        _refuse_empty(self, ctx, args)
+        return rest
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(self.commands) | set(self.lazy_commands))
@@ -193,6 +202,14 @@ def refuse_unused(ctx: click.Context, names: list[str], why: str) -> None:
     unused = given_options(ctx, names)
     if unused:
         raise InputError(f"{', '.join(unused)}: not used {why}; leave {'it' if len(unused) == 1 else 'them'} out")
+
+
+def refuse_other_rules(ctx: click.Context, table: dict[str, tuple[str, ...]], chosen: str, label: str) -> None:
+    """`table` maps each way of drafting to the parameters it reads; any parameter that only another way
+    reads, given on the command line, is refused (never silently ignored)."""
+    used = table[chosen]
+    others = [name for names in table.values() for name in names if name not in used]
+    refuse_unused(ctx, list(dict.fromkeys(others)), f"with {label}")
 
 
 def emit_json(document) -> None:

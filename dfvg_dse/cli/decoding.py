@@ -7,7 +7,7 @@ import click
 from dfvg_dse.acceptance import (AdaptRule, DuoRule, Eagle2Rule, acceptance_warnings, check_round, fit_profile, greedy_acceptance,
                                  sequoia_acceptance, sequoia_output, simulate_adapt, simulate_duodecoding,
                                  simulate_eagle2, single_token_acceptance, specinfer_acceptance, specinfer_output)
-from dfvg_dse.cli._base import catalog_of, cli, emit_json, emit_table, emit_warnings
+from dfvg_dse.cli._base import catalog_of, cli, emit_json, emit_table, emit_warnings, refuse_other_rules
 from dfvg_dse.report import dynamic_record, profile_record, tree_record
 from dfvg_dse.specs import InputError, TreeSpec
 from dfvg_dse.tree import draw_tree, from_document, optimal_tree, parse_tree_spec
@@ -81,6 +81,11 @@ def tree_show(ctx: click.Context, tree_spec: str, acceptance_spec: str | None) -
         emit_warnings(acceptance_warnings(profile, spec))
 
 
+# The options each rule of `tree dynamic` reads.
+_RULE_OPTIONS = {"adapt": ("threshold", "temperature", "k_max", "budget", "min_depth", "max_depth"),
+                 "eagle2": ("top_k", "depth", "total_tokens"), "duodecoding": ("gamma",)}
+
+
 @tree.command("dynamic")
 @click.option("--acceptance", "acceptance_spec", required=True, help=ACCEPTANCE_HELP)
 @click.option("--rule", type=click.Choice(["adapt", "eagle2", "duodecoding"]), default="adapt", show_default=True)
@@ -106,6 +111,7 @@ def tree_dynamic(ctx: click.Context, acceptance_spec: str, rule: str, threshold:
                  k_max: int, budget: int, min_depth: int, max_depth: int, top_k: int, depth: int, total_tokens: int,
                  gamma: int, rounds: int, seed: int, as_json: bool) -> None:
     """Expected tokens, nodes per level and depth of a dynamic drafting rule (ADAPT, EAGLE-2, DuoDecoding)."""
+    refuse_other_rules(ctx, _RULE_OPTIONS, rule, f"--rule {rule}")
     profile = catalog_of(ctx).acceptance(acceptance_spec)
     if rule == "adapt":
         estimate = simulate_adapt(profile, AdaptRule(threshold, temperature, k_max, budget, min_depth, max_depth),

@@ -9,8 +9,9 @@ import click
 
 from dfvg_dse.acceptance import acceptance_warnings, can_replay
 from dfvg_dse.catalog import Catalog
-from dfvg_dse.export import check_plot_path, write_plot
-from dfvg_dse.cli._base import catalog_of, cli, emit_json, emit_table, emit_warnings, progress_line, refuse_unused
+from dfvg_dse.files import check_plot_path, write_plot
+from dfvg_dse.cli._base import (catalog_of, cli, emit_json, emit_table, emit_warnings, given_options, progress_line,
+                                refuse_unused)
 from dfvg_dse.pipeline import estimate
 from dfvg_dse.pipeline.presets import PRESETS
 from dfvg_dse.pipeline.scenarios import Setup, adapt_rule, compare
@@ -39,6 +40,17 @@ def _draft_model(catalog: Catalog, name: str, dtype: str | None, target):
     # A draft checkpoint saved in fp32 (JackFram, double7) still decodes in the target's half precision.
     default = target.weight_dtype if model.weight_dtype in ("float32", "fp32") else None
     return model.with_dtypes(dtype or default, dtype or default)
+
+
+# The round-time-optimal tree costs one estimate per candidate tree: searched up to this budget and depth.
+OPTIMAL_MAX_BUDGET, OPTIMAL_MAX_DEPTH = 64, 12
+EAGLE2_MAX_DEPTH = 16
+
+
+def _refuse_past_cap(ctx, name: str, value: int, cap: int, what: str, hint: str = "") -> None:
+    """A value given past what the model searches is one line; the default is capped quietly."""
+    if value > cap and given_options(ctx, [name]):
+        raise InputError(f"--{name.replace('_', '-')} {value}: {what} go up to {cap} here{hint}")
 
 
 # Which drafting options each way of drafting reads; any other given is refused, not ignored.
@@ -130,16 +142,24 @@ def estimate_cmd(ctx, target, draft, draft_device, verify_device, link_name, acc
                 auto = adapt_rule(setup, drafter)  # k_max from the lanes, D_min from the two windows
                 rule = AdaptRule(threshold, temperature, k_max or auto.k_max, budget,
                                  min(max_depth, min_depth or auto.min_depth), max_depth)
+                if min_depth and min_depth > max_depth:
+                    raise InputError(f"--min-depth {min_depth} exceeds --max-depth {max_depth}")
             elif dynamic == "eagle2":
-                rule = Eagle2Rule(top_k, min(max_depth, 16), total_tokens)
+                _refuse_past_cap(ctx, "max_depth", max_depth, EAGLE2_MAX_DEPTH, "EAGLE-2's expansion steps")
+                rule = Eagle2Rule(top_k, min(max_depth, EAGLE2_MAX_DEPTH), total_tokens)
             else:
                 rule = DuoRule(gamma)
             config = dataclasses.replace(base, tree=None, dynamic=rule)
         else:  # the tree that maximises F / t_round for this placement (Sequoia DP, lanes as the width cap)
+            larger = "; give a --tree for more (tree optimize builds one)"
+            _refuse_past_cap(ctx, "budget", budget, OPTIMAL_MAX_BUDGET, "the round-time-optimal tree's draft tokens",
+                             larger)
+            _refuse_past_cap(ctx, "max_depth", max_depth, OPTIMAL_MAX_DEPTH, "the round-time-optimal tree's levels",
+                             larger)
             cap = drafter.fpga.branch_lanes if drafter.fpga else None
             best = best_tree_for_round_time(profile, lambda t: estimate(dataclasses.replace(base, tree=t),
                                                                         rounds=rounds).round_time_s or math.inf,
-                                            min(budget, 64), min(max_depth, 12), cap)
+                                            min(budget, OPTIMAL_MAX_BUDGET), min(max_depth, OPTIMAL_MAX_DEPTH), cap)
             config = dataclasses.replace(base, tree=best.tree)
     progress = progress_line("estimate", as_json)  # phases only: the library calls take no callback
     with progress:
@@ -208,7 +228,9 @@ def _setup(ctx, target, draft, gpu, fpga, cpu, second_gpu, fpga_link, cpu_link, 
                                                                            ("cpu", cpu_link, "cpu"),
                                                                            ("gpu", gpu_link, "gpu"))}
     return Setup(target_model, _draft_model(catalog, draft, draft_dtype, target_model),
-                 catalog.acceptance(acceptance_spec) if acceptance_spec else catalog.pair_profile(target, draft),
+                 catalog.acceptance(acceptance_spec) if acceptance_spec else catalog.pair_profile(
+                     target, draft, "" if "acceptance_spec" in ctx.params else
+                     "choose a --pair that has one (see 'dfvg-dse acceptance list')"),
                  devices["gpu"], devices["fpga"],
                  devices["cpu"], links["fpga"], links["cpu"], links["gpu"],
                  catalog.device(second_gpu) if second_gpu else None, batch, context,
@@ -216,6 +238,7 @@ def _setup(ctx, target, draft, gpu, fpga, cpu, second_gpu, fpga_link, cpu_link, 
 
 
 def _print_compare(title: str, rows: list[dict]) -> None:
+    emit_warnings(w for r in rows for w in r.get("warnings", ()))
     click.echo(title)
     emit_table([[r["name"], f"{r['tokens_per_s']:.1f}", f"{r['speedup_vs_ar']:.2f}", f"{r['j_per_token']:.3f}",
                  f"{r['energy_efficiency_vs_ar']:.2f}", f"{r['energy_efficiency_vs_ar_2dev']:.2f}",
@@ -328,6 +351,8 @@ def sensitivity_cmd(ctx, vary, preset, pair, values, gpu, rounds, plot, as_json)
     path_of_plot = check_plot_path(plot) if plot else None  # before the work, not after it
     p = PRESETS[preset]
     target, _, draft = pair.partition("/")
+    if not (target and draft) or "/" in draft:
+        raise InputError(f"--pair {pair!r}: expected TARGET/DRAFT, e.g. qwen3-8b/qwen3-0.6b")
     setup = _setup(ctx, target, draft, gpu or p["gpu"], p["fpga"], p["cpu"], None, p["fpga_link"], p["cpu_link"],
                    p["gpu_link"], None, p["batch"], p["context"], p["target_dtype"], p["draft_dtype"])
     defaults = {"link-latency": "1,3,10,30,100,300,1000,3000", "acceptance": "0.5,0.6,0.7,0.75,0.8,0.85,0.9,0.95",
@@ -343,7 +368,8 @@ def sensitivity_cmd(ctx, vary, preset, pair, values, gpu, rounds, plot, as_json)
         try:
             xs = [float(v) if vary != "batch" else int(v) for v in raw]
         except ValueError:
-            raise InputError(f"--values {values!r}: expected numbers for --vary {vary}") from None
+            kind = "integers" if vary == "batch" else "numbers"
+            raise InputError(f"--values {values!r}: expected {kind} for --vary {vary}") from None
         low, high, what = _VALUE_RANGES[vary]
         bad = [v for v in xs if not (math.isfinite(v) and low <= v <= high)]
         if bad:

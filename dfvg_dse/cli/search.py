@@ -300,6 +300,7 @@ def sweep_cmd(ctx, study, target, draft, acceptance, verify_device, draft_device
     if space.families == ("adapt",):
         raise InputError("sweep evaluates static tree families on a grid; ADAPT needs a Monte Carlo run per point: "
                          "use search for it")
+    trials = export.read_run(Path(compare_run), command="sweep --compare")[1] if compare_run else None  # before any work
     grid = sweep_frame(space)
     seconds = time.time() - started
     feasible = grid[grid["feasible"]]
@@ -319,7 +320,6 @@ def sweep_cmd(ctx, study, target, draft, acceptance, verify_device, draft_device
                if len(feasible) else None,
                "min_j_per_token": float(feasible["j_per_token"].min()) if len(feasible) else None}
     if compare_run:
-        _, trials = export.read_run(Path(compare_run))
         if feasible.empty:
             raise InputError("--compare: the swept space has no feasible design to compare with")
         found = trials[trials["feasible"]][["tokens_per_s_per_sequence", "j_per_token"]].to_numpy()

@@ -80,7 +80,8 @@ def interrupts_deferred():
         yield
         return
     caught: list[int] = []
-    main = threading.current_thread() is threading.main_thread()
+    # only the main thread may set handlers; an ignored SIGINT (nohup, `&`) stays ignored
+    main = threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) != signal.SIG_IGN
     handler = signal.signal(signal.SIGINT, lambda number, frame: caught.append(number)) if main else None
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:

@@ -31,16 +31,28 @@ class SpecError(InputError):
         super().__init__(f"field '{field}' = {show_value(value)}: {allowed}")
 
 
-def show_value(value: object, limit: int = 60) -> str:
+MAX_SHOWN = 60  # characters of a user's value echoed in a one-line message
+
+
+def shorten(text: str, limit: int = MAX_SHOWN, keep_end: bool = False) -> str:
+    """Text cut to `limit` characters with an ellipsis (a path keeps its end: the file name says more)."""
+    if len(text) <= limit:
+        return text
+    return "..." + text[3 - limit:] if keep_end else text[:limit - 3] + "..."
+
+
+def show_value(value: object, limit: int = MAX_SHOWN, keep_end: bool = False) -> str:
     """A value as a one-line message shows it: floats without binary noise (1e-05, not
-    9.999999999999999e-06), long values cut to `limit` characters."""
+    9.999999999999999e-06), strings quoted, anything long cut to `limit` characters."""
     if isinstance(value, float):
         text = f"{value:.6g}"
     elif isinstance(value, (list, tuple)):
         text = "[" + ", ".join(show_value(v, limit) for v in value[:8]) + (", ...]" if len(value) > 8 else "]")
     else:
         text = repr(value)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    if len(text) <= limit or not keep_end:
+        return shorten(text, limit)
+    return text[0] + "..." + text[4 - limit:]  # the quote, then the end of the path
 
 
 def describe(spec: object) -> str:

@@ -22,17 +22,12 @@ import ast
 import re
 
 from dfvg_dse.specs import InputError, TreeSpec
+from dfvg_dse.specs.hardware import MAX_SHOWN
+from dfvg_dse.specs.hardware import show_value as shown
 
 MAX_TREE_TOKENS = 4096  # draft tokens (nodes without the root); also tree optimize's --budget cap
 MAX_TREE_DEPTH = 1024  # levels below the root
 MAX_LITERAL_CHARS = 1 << 21  # a choices/vllm string past 2 MB is not parsed (give parents instead)
-MAX_SHOWN = 60  # characters of a user's value echoed in a message
-
-
-def shown(value) -> str:
-    """A user's value for a one-line message: its repr, cut to MAX_SHOWN characters with an ellipsis."""
-    text = repr(value)
-    return text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN - 3] + "..."
 
 
 def chain(gamma: int) -> TreeSpec:

@@ -97,11 +97,11 @@ def bound_issue(fit: str, parameter: str, value: float, side: str, bound: float,
 
 def rms_issues(fit: str, rms: float) -> list[FitIssue]:
     """A warning past RMS_WARNING, suspect past RMS_SUSPECT."""
-    for limit, severity in ((RMS_SUSPECT, "suspect"), (RMS_WARNING, "warning")):
+    for limit, severity, meaning in ((RMS_SUSPECT, "suspect", "the fit does not describe the measurements"),
+                                     (RMS_WARNING, "warning", "a poor fit")):
         if not rms <= limit:  # NaN too
             return [FitIssue(fit, "rms_relative_error", float(rms), limit, severity,
-                             f"{fit}: rms relative error {rms:.1%} above {limit:.0%} "
-                             f"({'the fit does not describe the measurements' if severity == 'suspect' else 'a poor fit'})")]
+                             f"{fit}: rms relative error {rms:.1%} above {limit:.0%} ({meaning})")]
     return []
 
 
@@ -216,8 +216,9 @@ def fit_link(records: list[dict], name: str, source: str) -> LinkFit:
         values[parameter] = value = float(np.clip(raw, lower, upper))
         for side, bound in (("lower", lower), ("upper", upper)):
             if _at(value, bound, typical):
-                why = (f"the straight line through the measured times gave {raw:.4g}"
-                       + ("; time fell as messages grew" if parameter == "bandwidth_bytes_per_s" and slope <= 0 else ""))
+                fell = parameter == "bandwidth_bytes_per_s" and slope <= 0
+                why = f"the straight line through the measured times gave {raw:.4g}" + \
+                    ("; time fell as messages grew" if fell else "")
                 issues.append(bound_issue(name, parameter, value, side, bound, "suspect", why))
     latency, bandwidth = values["latency_s"], values["bandwidth_bytes_per_s"]
     link = LinkSpec(name=name, link_type="local", path="peer-to-peer", bandwidth_bytes_per_s=bandwidth, efficiency=1.0,
@@ -255,7 +256,7 @@ def acceptance_issues(result) -> list[FitIssue]:
 
 
 def floored_at_zero(fit: str, parameter: str, value: float, severity: str, why: str) -> tuple[float, list[FitIssue]]:
-    """max(value, 0) and, when that is 0, the issue: a cost measured as no cost."""
+    """max(value, 0) for a cost in seconds and, when that is 0, the issue: a cost measured as no cost."""
     if value > 0:
         return float(value), []
-    return 0.0, [bound_issue(fit, parameter, 0.0, "lower", 0.0, severity, f"{why}: {value:.4g}")]
+    return 0.0, [bound_issue(fit, parameter, 0.0, "lower", 0.0, severity, f"{why} {value * 1e6:.1f} us")]

@@ -107,6 +107,16 @@ def test_a_pipe_line_with_a_negative_intercept_is_suspect_at_latency_zero():
     assert latency.message.startswith("local-pipe: latency_s = 0 at its lower bound 0 (the straight line")
 
 
+def test_a_message_overhead_at_zero_is_suspect():
+    record = {"draft_start_s": 0.0, "draft_end_s": 1e-4, "verify_start_s": 1.2e-4, "verify_end_s": 5e-4}
+    runs = {spec: [RunResult([1, 2], 1e-3, trace=[record, {k: v + 1e-3 for k, v in record.items()}])]
+            for spec in run.CALIBRATION_TREES}
+    slow_pipe = fit_link([{"bytes": b, "seconds": 9e-4 + b / 6e9} for b in run.PIPE_SIZES], "local-pipe", "t")
+    (overhead,) = run.with_messages(slow_pipe, runs).issues  # gaps of 20-600 us, a 900 us pipe
+    assert overhead.suspect and overhead.parameter == "software_overhead_s" and overhead.bound == 0.0
+    assert run.with_messages(fit_link(HEALTHY_PIPE, "local-pipe", "t"), runs).issues == ()
+
+
 # -- the rule ---------------------------------------------------------------------------------
 ROW = {"config": "chain:2 sequential", "error_tokens_per_round": 0.0, "error_tokens_per_s": 0.01}
 SUSPECT = FitIssue("local-pipe", "latency_s", 0.0, 0.0, "suspect", "local-pipe: latency_s = 0 at its lower bound 0")
