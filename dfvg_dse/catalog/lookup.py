@@ -369,6 +369,8 @@ class Catalog:
             raise CatalogError(f"{target}: already exists; pass --force to replace it")
         shadowed = self._find(self.models_dirs, f"{name}.toml")
         searched = [d.resolve() for d in self.models_dirs]
+        if target_dir.resolve() not in searched and target_dir.resolve() == user_data_dir("models").resolve():
+            searched.insert(len(searched) - 1, target_dir.resolve())  # made now, searched before the shipped data
         # a folder off the search path shadows nothing; one searched after the existing file neither
         shadows = (shadowed is not None and target_dir.resolve() in searched
                    and searched.index(target_dir.resolve()) <= searched.index(shadowed.parent.resolve()))
