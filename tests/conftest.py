@@ -9,7 +9,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from click.testing import CliRunner
+
 from dfvg_dse.catalog import Catalog
+from dfvg_dse.cli import cli
 
 # No deadline: a slow shared machine must not fail a correct test. CI draws the same examples.
 settings.register_profile("dev", deadline=None, max_examples=100)
@@ -40,6 +43,13 @@ def _isolated_state(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("xdg")))
     monkeypatch.delenv("DFVG_DSE_MODELS_DIR", raising=False)
     monkeypatch.delenv("DFVG_DSE_HWDB_DIR", raising=False)
+
+
+@pytest.fixture
+def run():
+    """The command line through click's CliRunner (stdout and stderr apart); exceptions propagate."""
+    runner = CliRunner()
+    return lambda *args: runner.invoke(cli, list(args), catch_exceptions=False)
 
 
 @pytest.fixture(scope="session")

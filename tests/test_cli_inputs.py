@@ -7,30 +7,17 @@ import stat
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from dfvg_dse.acceptance import acceptance_warnings, expected_tokens
-from dfvg_dse.cli import cli
 from dfvg_dse.specs import AcceptanceProfile
 from dfvg_dse.tree import parse_tree_spec
+
+from cli_checks import one_line_error as _one_line_error
 
 CONFIGS = Path(__file__).parent / "catalog"
 ESTIMATE = ["estimate", "--target", "qwen3-8b", "--draft", "qwen3-0.6b", "--verify-device", "rtx-4090",
             "--draft-device", "v80"]
 
-
-@pytest.fixture
-def run():
-    runner = CliRunner()
-    return lambda *args: runner.invoke(cli, list(args), catch_exceptions=False)
-
-
-def _one_line_error(result, *needles):
-    assert result.exit_code == 2, (result.stdout, result.stderr)
-    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
-    for needle in needles:
-        assert needle in result.stderr, result.stderr
-    assert len(result.stderr.strip()) < 300, result.stderr
 
 
 @pytest.mark.parametrize("option", ["--acceptance", "--tree", "--link", "--draft-device"])

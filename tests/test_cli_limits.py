@@ -4,12 +4,12 @@
 import json
 
 import pytest
-from click.testing import CliRunner
 
 from dfvg_dse import sim
 from dfvg_dse.acceptance import dynamic
-from dfvg_dse.cli import cli
 from dfvg_dse.tree import optimal
+
+from cli_checks import one_line_error
 
 LONG_VECTOR = ",".join(["0.512345678"] + ["0.0123456789"] * 31)  # 414 characters
 LONG_PARENTS = "parents:" + ",".join(["-1"] + [str(i // 2) for i in range(127)])
@@ -17,17 +17,8 @@ ESTIMATE = ["estimate", "--target", "qwen3-8b", "--draft", "qwen3-0.6b", "--draf
             "--verify-device", "rtx-4090"]
 
 
-@pytest.fixture
-def run():
-    runner = CliRunner()
-    return lambda *args: runner.invoke(cli, list(args), catch_exceptions=False)
-
-
 def one_short_line(result) -> str:
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and len(lines[0]) < 200 and "Traceback" not in result.output, result.stderr
-    return lines[0]
+    return one_line_error(result, max_chars=200)
 
 
 def test_inline_specs_longer_than_a_file_name_work(run):
