@@ -24,7 +24,9 @@ def test_specs_too_long_for_a_file_name_are_inline(catalog):
 
 
 @pytest.mark.parametrize("spec", ["nosuch/tree.json", "nosuch.toml", "trees.jsonl", "../x", "a" * 300 + ".json"])
-def test_path_like_specs_that_name_no_file_say_so(catalog, spec):
+def test_path_like_specs_that_name_no_file_say_so(catalog, spec, tmp_path, monkeypatch):
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "a" / "b")  # relative names resolve where nothing exists
     with pytest.raises(InputError) as caught:
         catalog.tree_document(spec)
     assert short_line(caught.value).startswith("tree: no such file: '")
