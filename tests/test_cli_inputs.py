@@ -92,8 +92,19 @@ def test_sensitivity_names_targets_that_do_not_fit_apart_from_losses(run):
     document = json.loads(result.stdout)
     assert set(document["infeasible"]) == {"qwen3-32b"} and "GB" in document["infeasible"]["qwen3-32b"]
     assert "infeasible at qwen3-32b" in document["crossover"] and "not at qwen3-32b" not in document["crossover"]
-    text = run("sensitivity", "--vary", "target", "--values", "qwen3-8b,qwen3-32b", "--rounds", "200").stdout
-    assert "qwen3-32b: infeasible: target needs" in text
+    text = run("sensitivity", "--vary", "target", "--values", "qwen3-8b,qwen3-32b", "--rounds", "200")
+    assert "qwen3-32b: infeasible: target needs" in text.stdout
+
+
+def test_sensitivity_keeps_the_estimates_warnings(run, hwdb_copy):
+    """A verifier without a bf16 peak is costed at its fp16 rate; sensitivity says so, as estimate does."""
+    gpu = hwdb_copy / "gpu" / "rtx-4090.toml"
+    gpu.write_text("\n".join(line for line in gpu.read_text().splitlines() if not line.startswith("peak_bf16")))
+    document = json.loads(run("--hwdb-dir", str(hwdb_copy), "sensitivity", "--vary", "batch", "--values", "1",
+                              "--rounds", "200", "--json").stdout)
+    assert any("rtx-4090 has no bf16 peak" in w for w in document["warnings"]), document["warnings"]
+    assert json.loads(run("sensitivity", "--vary", "batch", "--values", "1", "--rounds", "200", "--json").stdout)[
+        "warnings"] == []
 
 
 def test_acceptance_warnings_are_printed_and_in_json(run):

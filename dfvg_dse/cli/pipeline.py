@@ -383,6 +383,7 @@ def sensitivity_cmd(ctx, vary, preset, pair, values, gpu, rounds, plot, as_json)
         return
     emit_table([[str(x)] + [("-" if result.speedup[s][i] is None else f"{result.speedup[s][i]:.2f}") for s in result.speedup]
                 for i, x in enumerate(result.x)], [result.x_label] + list(result.speedup))
+    emit_warnings(result.warnings)
     for value, reason in result.infeasible.items():
         click.echo(f"{value}: infeasible: {reason}")
     click.echo(result.crossover)

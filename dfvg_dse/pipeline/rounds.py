@@ -75,6 +75,8 @@ def round_shape(config: DecodeConfig, rounds: int = 20000, seed: int = 0) -> Rou
         sample = replayed.widths
         return RoundShape(sample.mean(axis=0), replayed.tokens_per_round, replayed.hit_rate, False, sample,
                           _ancestor_pairs(sample))
+    # TODO(#12): per-round widths are kept for the stage-time sample (rounds x levels, capped by the
+    # Monte Carlo's work limit, up to ~820 MB at the cap); stream stage times per chunk instead.
     if isinstance(rule, AdaptRule):
         est = simulate_adapt(config.acceptance, rule, rounds, seed, keep_rounds=True)
     elif isinstance(rule, DuoRule):

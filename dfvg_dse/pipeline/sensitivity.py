@@ -22,6 +22,7 @@ class Sweep(NamedTuple):
     tokens_per_s: dict
     crossover: str  # where dfvg stops beating the best single-GPU scenario, or a sentence saying it never does
     infeasible: dict  # value (as printed) -> why dfvg cannot run there (a target that does not fit, ...)
+    warnings: list  # what the estimates warned of (a stage costed at a fallback compute rate), once each
 
 
 def acceptance_profile(base: AcceptanceProfile, p1: float) -> AcceptanceProfile:
@@ -41,6 +42,7 @@ def sweep(setup: Setup, vary: str, values: list, models: dict | None = None, rou
     speed = {s: [] for s in SWEPT}
     rate = {s: [] for s in SWEPT}
     infeasible = {}
+    warnings: dict[str, None] = {}  # ordered, each once
     label = {"link-latency": "link latency per hop (us)", "acceptance": "top-1 acceptance p_1",
              "target": "target model", "batch": "batch size"}[vary]
     for value in values:
@@ -59,9 +61,10 @@ def sweep(setup: Setup, vary: str, values: list, models: dict | None = None, rou
             est = scenario(varied, name, ar.tokens_per_s if ar.feasible else None, rounds)
             speed[name].append(est.speedup_vs_ar if est.feasible else None)
             rate[name].append(est.tokens_per_s if est.feasible else None)
+            warnings.update(dict.fromkeys(est.warnings))
             if name == "dfvg" and not est.feasible:
                 infeasible[_label(value)] = est.reason
-    return Sweep(vary, label, list(values), speed, rate, _crossover(values, speed), infeasible)
+    return Sweep(vary, label, list(values), speed, rate, _crossover(values, speed), infeasible, list(warnings))
 
 
 def _label(value) -> str:
