@@ -8,20 +8,26 @@ from dfvg_dse.cli._base import cli
 
 cli.lazy_commands = {
     "acceptance": ("decoding", "Acceptance profiles: shipped pairs, and fits from decoding traces."),
-    "calibrate": ("validation", "Fit the cost model to this machine: a core per stage, the pipe between them, and acceptance."),
-    "compare": ("pipeline", "Every scenario side by side (ar, sps, specinfer, duodecoding, dovetail, amusd, dfvg) and DFVG's ablation."),
+    "calibrate": ("validation",
+                  "Fit the cost model to this machine: a core per stage, the pipe between them, and acceptance."),
+    "compare": ("pipeline",
+                "Every scenario side by side (ar, sps, specinfer, duodecoding, dovetail, amusd, dfvg) and DFVG's ablation."),
     "cost": ("hardware", "Time of one forward pass on one device: bound, FLOPs, bytes and memory fit."),
-    "estimate": ("pipeline", "Tokens/s, J/token and stage breakdown of one design (tree or dynamic rule, placement, schedule)."),
+    "estimate": ("pipeline",
+                 "Tokens/s, J/token and stage breakdown of one design (tree or dynamic rule, placement, schedule)."),
     "export": ("search", "A deployment config for a recommended design: ours (json) or a serving engine's."),
     "hw": ("hardware", "Hardware database: FPGAs, GPUs, CPUs and links."),
     "models": ("hardware", "Model database: shapes of draft and target LLMs."),
     "pareto": ("search", "Redraw a finished run's Pareto plots (pareto.png, pareto.svg) from its trials.csv."),
     "reference": ("reference", "The reference decoder: a small numpy model that really drafts and verifies."),
-    "search": ("search", "Multi-objective search (tokens/s up, J/token down) over trees, schedules, batch and hardware."),
-    "sensitivity": ("pipeline", "Speedup of dfvg, amusd, specinfer and sps as one factor varies, and where the FPGA split stops paying."),
+    "search": ("search",
+               "Multi-objective search (tokens/s up, J/token down) over trees, schedules, batch and hardware."),
+    "sensitivity": ("pipeline",
+                    "Speedup of dfvg, amusd, specinfer and sps as one factor varies, and where the FPGA split stops paying."),
     "sweep": ("search", "Evaluate the whole space on its grid (vectorised) and write the exact Pareto front."),
     "tree": ("decoding", "Token trees: expected tokens, optimal trees, drawings, dynamic drafting."),
-    "validate": ("validation", "Calibrate, then run the reference decoder on held-out prompts and compare with the model's"),
+    "validate": ("validation",
+                 "Calibrate, then run the reference decoder on held-out prompts and compare with the model's"),
 }
 
 

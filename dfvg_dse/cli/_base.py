@@ -70,13 +70,17 @@ def _refuse_empty(command: click.Command, ctx: click.Context, args: list[str]) -
             raise click.BadParameter(f"empty value{hint}", ctx=ctx, param=param)
 
 
-class _Command(click.Command):
-    """Every command refuses empty values (_refuse_empty)."""
+class _RefusesEmpty:
+    """Mixin of every command and group: after click parses, empty values are refused (_refuse_empty)."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         rest = super().parse_args(ctx, args)
         _refuse_empty(self, ctx, args)
         return rest
+
+
+class _Command(_RefusesEmpty, click.Command):
+    """A command: empty values refused."""
 
 
 def _short(text: str, limit: int) -> str:
@@ -84,21 +88,16 @@ def _short(text: str, limit: int) -> str:
     return click.Command("lazy", help=text).get_short_help_str(limit)
 
 
-class _Group(click.Group):
+class _Group(_RefusesEmpty, click.Group):
     """Root group: library errors become UserError, and every usage error prints one line, exit 2.
     Its subgroups are of this class too, and their commands are _Command.
 
-    The root loads a command's module only when that command runs (LAZY_COMMANDS: name -> module
-    and short help), so `--help` or `cost` never pays for optuna, pandas or scipy.stats."""
+    The root loads a command's module only when that command runs (lazy_commands: name -> module
+    and short help, set in cli/__init__.py), so `--help` or `cost` never pays for optuna, pandas or scipy.stats."""
 
     command_class = _Command
     group_class = type
     lazy_commands: dict[str, tuple[str, str]] = {}
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        rest = super().parse_args(ctx, args)
-        _refuse_empty(self, ctx, args)
-        return rest
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(self.commands) | set(self.lazy_commands))

@@ -11,7 +11,7 @@ from dfvg_dse.acceptance import acceptance_warnings, can_replay
 from dfvg_dse.catalog import Catalog
 from dfvg_dse.files import check_plot_path, write_plot
 from dfvg_dse.cli._base import (catalog_of, cli, emit_json, emit_table, emit_warnings, given_options, progress_line,
-                                refuse_unused)
+                                refuse_other_rules, refuse_unused)
 from dfvg_dse.pipeline import estimate
 from dfvg_dse.pipeline.presets import PRESETS
 from dfvg_dse.pipeline.scenarios import Setup, adapt_rule, compare
@@ -57,7 +57,8 @@ def _refuse_past_cap(ctx, name: str, value: int, cap: int, what: str, hint: str 
 _RULE_OPTIONS = {"adapt": ("threshold", "temperature", "k_max", "budget", "min_depth", "max_depth"),
                  "eagle2": ("top_k", "max_depth", "total_tokens"), "duodecoding": ("gamma",),
                  "optimal": ("budget", "max_depth"), "tree": ()}
-_RULE_OPTIONS["all"] = tuple(dict.fromkeys(o for v in _RULE_OPTIONS.values() for o in v))
+_DRAFT_OPTIONS = ("draft", "draft_device", "link_name", "acceptance_spec", "tree_spec", "dynamic", "draft_dtype",
+                  "attention_efficiency", "stochastic", "sync_us")  # besides the rules': what only drafting reads
 
 
 @cli.command("estimate")
@@ -110,10 +111,8 @@ def estimate_cmd(ctx, target, draft, draft_device, verify_device, link_name, acc
     drafter = catalog.device(draft_device) if draft_device else verify
     sync_s = catalog.defaults().sync_per_round_s if sync_us is None else sync_us * 1e-6
     if schedule == "ar":
-        refuse_unused(ctx, ["draft", "draft_device", "link_name", "acceptance_spec", "tree_spec", "dynamic",
-                            "threshold", "temperature", "k_max", "budget", "min_depth", "max_depth", "top_k",
-                            "total_tokens", "gamma", "draft_dtype", "attention_efficiency", "stochastic", "sync_us"],
-                      "with --schedule ar (autoregressive decoding drafts nothing)")
+        rule_options = dict.fromkeys(o for names in _RULE_OPTIONS.values() for o in names)
+        refuse_unused(ctx, [*_DRAFT_OPTIONS, *rule_options], "with --schedule ar (autoregressive decoding drafts nothing)")
         config = DecodeConfig(target_model, SystemSpec(verify, verify), schedule="ar", batch=batch, context=context,
                               name="ar")
     else:
@@ -128,9 +127,8 @@ def estimate_cmd(ctx, target, draft, draft_device, verify_device, link_name, acc
                             record_bytes=catalog.defaults().token_record_bytes, name="estimate")
         if tree_spec and dynamic:
             raise InputError("give --tree or --dynamic, not both")
-        used = _RULE_OPTIONS["tree" if tree_spec else dynamic or "optimal"]
-        refuse_unused(ctx, [o for o in _RULE_OPTIONS["all"] if o not in used],
-                      f"with {'--tree' if tree_spec else f'--dynamic {dynamic}' if dynamic else 'the optimal tree'}")
+        refuse_other_rules(ctx, _RULE_OPTIONS, "tree" if tree_spec else dynamic or "optimal",
+                           "--tree" if tree_spec else f"--dynamic {dynamic}" if dynamic else "the optimal tree")
         if tree_spec:
             document = catalog.tree_document(tree_spec)
             config = dataclasses.replace(base, tree=parse_tree_spec(tree_spec) if document is None
