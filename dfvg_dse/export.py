@@ -7,6 +7,7 @@ never reused without --force (or --resume, which continues it).
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dfvg_dse.files import PLOT_SUFFIXES, atomic_write, check_plot_path, write_plot  # noqa: F401 (re-exported)
+from dfvg_dse.files import PLOT_SUFFIXES, atomic_write, check_plot_path, remove_temporaries, write_plot  # noqa: F401
 from dfvg_dse.report.tables import json_safe
 from dfvg_dse.specs import InputError
 
@@ -28,39 +29,91 @@ def results_dir(option: str | None) -> Path:
 
 
 def run_dir(base: Path, run_id: str, force: bool = False, resume: bool = False) -> Path:
-    """The folder of a run: created new, replaced with force, or reused with resume."""
+    """The folder of a run: created new, replaced with force, or reused with resume.
+
+    --force sets the old run aside as `.<run-id>.replaced` until the new one has finished
+    (drop_replaced), so a failed or killed rerun loses nothing; a later --force keeps whichever of
+    the two is a finished run. Temporary files a killed writer left in the folder are removed."""
     if not RUN_ID.match(run_id):
         raise InputError(f"--run-id {run_id!r}: use letters, digits, '.', '_' and '-'")
     path = base / run_id
     if base.exists() and not base.is_dir():
         raise InputError(f"--results-dir {base}: not a folder")
-    if resume:
-        if not path.is_dir():
-            raise InputError(f"--resume: no run folder {path}")
-        return path
-    if path.exists():
-        if not force:
-            raise InputError(f"{path}: already exists; pass --force to replace it or --resume to continue it")
-        # kept aside until the new run has finished (drop_replaced), so a failed rerun loses nothing
-        aside = base / f".{run_id}.replaced"
-        if aside.exists():  # a rerun that failed: `path` is its unfinished folder, `aside` the last complete run
-            shutil.rmtree(path)
-        else:
-            path.rename(aside)
     try:
+        _drop_trash(base, run_id)
+        if resume:
+            if not path.is_dir():
+                raise InputError(f"--resume: no run folder {path}")
+            remove_temporaries(path)
+            return path
+        if path.exists():
+            if not force:
+                raise InputError(f"{path}: already exists; pass --force to replace it or --resume to continue it")
+            aside = _aside(path)
+            if aside.exists() and not is_finished(path):  # an unfinished rerun; `aside` is the last finished run
+                _discard(path)
+            else:  # the folder is a finished run (or nothing finished was set aside): keep it as the one aside
+                _discard(aside)
+                path.rename(aside)
         path.mkdir(parents=True)
     except OSError as err:
-        raise InputError(f"--results-dir {base}: cannot create the run folder {path}: {err.strerror or err}") from None
+        raise InputError(f"--results-dir {base}: cannot create the run folder {path}: "
+                         f"{err.strerror or err}") from None
     return path
+
+
+def _aside(path: Path) -> Path:
+    return path.parent / f".{path.name}.replaced"
+
+
+def is_finished(path: Path) -> bool:
+    """A run folder whose manifest says it finished (a summary is written only then)."""
+    try:
+        manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and manifest.get("status") != "running" and "summary" in manifest
+
+
+def _discard(path: Path) -> None:
+    """Remove a folder (or file) in two steps, a rename then the deletion, so a kill halfway never
+    leaves a half-deleted run under a name that counts."""
+    if not path.exists() and not path.is_symlink():
+        return
+    trash = path.parent / f"{path.name}.trash-{os.getpid()}"
+    path.rename(trash)
+    if trash.is_dir() and not trash.is_symlink():
+        shutil.rmtree(trash)
+    else:
+        trash.unlink()
+
+
+def _drop_trash(base: Path, run_id: str) -> None:
+    """What an earlier discard of this run left when it was killed."""
+    if base.is_dir():
+        for trash in base.glob(f".{glob.escape(run_id)}.replaced.trash-*"):
+            shutil.rmtree(trash, ignore_errors=True)
+        for trash in base.glob(f"{glob.escape(run_id)}.trash-*"):
+            shutil.rmtree(trash, ignore_errors=True)
+
+
+def abandon_run(path: Path) -> None:
+    """Undo a run folder whose writing failed: it goes, and the run --force set aside comes back."""
+    try:
+        _discard(path)
+        if _aside(path).is_dir():
+            _aside(path).rename(path)
+    except OSError:  # the place that refused the run's files may refuse this too: the first error is the one shown
+        pass
 
 
 def drop_replaced(path: Path) -> None:
     """Delete the run that --force set aside, once its replacement is complete."""
-    old = path.parent / f".{path.name}.replaced"
-    if old.is_dir():
-        shutil.rmtree(old)
-    elif old.exists():
-        old.unlink()
+    try:
+        _discard(_aside(path))
+        remove_temporaries(path)
+    except OSError as err:
+        raise InputError(f"{_aside(path)}: cannot remove the replaced run: {err.strerror or err}") from None
 
 
 def latest_run(base: Path, kind: str = "search") -> str:
@@ -80,14 +133,14 @@ def latest_run(base: Path, kind: str = "search") -> str:
 
 def write_json(path: Path, document) -> Path:
     """JSON with NaN written as null (a missing value), never as an invalid token."""
-    return atomic_write(path, lambda tmp: tmp.write_text(json.dumps(json_safe(document), indent=2,
-                                                                       allow_nan=False, default=_jsonable) + "\n"))
+    text = json.dumps(json_safe(document), indent=2, allow_nan=False, default=_jsonable) + "\n"
+    return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def write_jsonl(path: Path, records: list[dict]) -> Path:
     """One JSON object per line (traces), written atomically."""
     lines = [json.dumps(json_safe(r), allow_nan=False, default=_jsonable) for r in records]
-    return atomic_write(path, lambda tmp: tmp.write_text("".join(line + "\n" for line in lines)))
+    return atomic_write(path, lambda tmp: tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8"))
 
 
 def _jsonable(value):
@@ -100,7 +153,9 @@ def _jsonable(value):
 
 def write_table(path: Path, frame: pd.DataFrame) -> list[Path]:
     """CSV always; Parquet beside it when pyarrow is installed."""
-    written = [atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False))]
+    written = [atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False, encoding="utf-8"))]
+    if not Path(path).is_file():  # written into a device or pipe (-o /dev/stdout): no sibling file beside it
+        return written
     try:
         import pyarrow  # noqa: F401  (optional: Parquet output)
     except ImportError:
@@ -118,7 +173,7 @@ def write_markdown_table(path: Path, records: list[dict], columns: list[tuple[st
     for record in records:
         lines.append("| " + " | ".join("–" if record[k] is None else format(record[k], f) if f else str(record[k])
                                        for k, _, f in columns) + " |")
-    return atomic_write(path, lambda tmp: tmp.write_text("\n".join(lines) + "\n"))
+    return atomic_write(path, lambda tmp: tmp.write_text("\n".join(lines) + "\n", encoding="utf-8"))
 
 
 def write_records(path: Path, records: list[dict]) -> list[Path]:

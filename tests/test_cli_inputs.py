@@ -247,3 +247,83 @@ def test_import_elsewhere_shadows_nothing(run, tmp_path):
                  str(tmp_path))
     assert result.exit_code == 0, result.stderr
     assert json.loads(run("models", "show", "qwen3-8b", "--json").stdout)["spec"]["n_layers"] == 36
+
+
+# Issue 13, items 9 and 10: seeds, non-finite floats and devices of the wrong kind are one line naming the option.
+@pytest.mark.parametrize("command", [
+    ESTIMATE + ["--tree", "chain:2"],
+    ["tree", "dynamic", "--acceptance", "0.8", "--rounds", "100"],
+    ["acceptance", "fit", "nosuch.jsonl", "-o", "out.toml"],
+    ["reference", "generate", "--prompt", "ab", "--max-new-tokens", "2"],
+    ["reference", "bench", "--count", "1", "--max-new-tokens", "2"],
+], ids=lambda c: " ".join(c[:2]))
+@pytest.mark.parametrize("seed", ["-1", str(2**32)])
+def test_every_seed_is_0_to_2_32_minus_1(run, command, seed):
+    _one_line_error(run(*command, "--seed", seed), "'--seed'", seed, "0<=x<=4294967295")
+
+
+def test_the_largest_seed_works(run):
+    result = run("tree", "dynamic", "--acceptance", "0.8", "--rounds", "100", "--seed", str(2**32 - 1), "--json")
+    assert result.exit_code == 0, result.stderr
+
+
+ADAPT = ESTIMATE + ["--dynamic", "adapt", "--rounds", "200"]
+GENERATE = ["reference", "generate", "--prompt", "ab", "--max-new-tokens", "2"]
+
+
+@pytest.mark.parametrize("command, option", [
+    (["tree", "dynamic", "--acceptance", "0.8", "--rounds", "100"], "--threshold"),
+    (["tree", "dynamic", "--acceptance", "0.8", "--rounds", "100"], "--temperature"),
+    (ADAPT, "--threshold"), (ADAPT, "--temperature"),
+    (ESTIMATE, "--attention-efficiency"), (ESTIMATE, "--sync-us"),
+    (GENERATE, "--temperature"), (GENERATE, "--top-p"),
+    (GENERATE + ["--dynamic", "adapt"], "--threshold"), (GENERATE + ["--dynamic", "adapt"], "--gumbel-temperature"),
+    (["reference", "bench", "--count", "1"], "--temperature"),
+], ids=lambda x: x if isinstance(x, str) else " ".join(x[:2]))
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_every_float_option_refuses_non_finite_values(run, command, option, value):
+    _one_line_error(run(*command, option, value), f"'{option}'", value)
+
+
+def test_every_float_option_is_finite_checked():
+    """The float options of the command line all use the finite type (a new one cannot forget it)."""
+    from dfvg_dse.cli import load_all_commands, cli
+    from dfvg_dse.cli._base import FiniteFloatRange
+
+    load_all_commands()
+    commands = list(cli.commands.values())
+    floats = []
+    while commands:
+        command = commands.pop()
+        commands += list(getattr(command, "commands", {}).values())
+        floats += [(command.name, p.name, p.type) for p in command.params if p.type.name in ("float", "float range")]
+    assert len(floats) >= 10 and all(isinstance(kind, FiniteFloatRange) for _, _, kind in floats), floats
+
+
+@pytest.mark.parametrize("command, option", [(["tree", "dynamic", "--acceptance", "0.8", "--rounds", "100"],
+                                              "--temperature"), (GENERATE, "--temperature"),
+                                             (GENERATE + ["--dynamic", "adapt"], "--gumbel-temperature")])
+def test_a_temperature_too_small_to_divide_by_is_refused(run, command, option):
+    """1e-320 divided into logits overflows: the answer was silently wrong (no draft token accepted)."""
+    _one_line_error(run(*command, option, "1e-320"), f"'{option}'", "use 0 or at least 1e-05")
+    assert run(*command, option, "1e-05").exit_code == 0
+
+
+def test_sync_us_past_a_second_is_refused_and_a_second_is_infeasible_only_if_it_is(run):
+    _one_line_error(run(*ESTIMATE, "--sync-us", "1e300"), "'--sync-us'", "0<=x<=1000000")
+    result = json.loads(run(*ESTIMATE, "--tree", "chain:4", "--sync-us", "1e6", "--json").stdout)
+    assert result["feasible"] and 0 < result["tokens_per_s"] < 5
+
+
+@pytest.mark.parametrize("command, needles", [
+    (["compare", "--target", "qwen3-8b", "--draft", "qwen3-0.6b", "--cpu", "v80"],
+     ["--cpu v80", "an FPGA", "not a CPU"]),
+    (["compare", "--target", "qwen3-8b", "--draft", "qwen3-0.6b", "--second-gpu", "v80"],
+     ["--second-gpu v80", "an FPGA", "not a GPU"]),
+    (["compare", "--target", "qwen3-8b", "--draft", "qwen3-0.6b", "--fpga", "xeon-silver-4310"],
+     ["--fpga xeon-silver-4310", "a CPU", "not an FPGA"]),
+    (["estimate", "--target", "qwen3-8b", "--draft", "qwen3-0.6b", "--verify-device", "v80"],
+     ["--verify-device v80", "an FPGA", "not a GPU or CPU"]),
+])
+def test_a_device_in_the_wrong_role_names_option_device_and_kinds(run, command, needles):
+    _one_line_error(run(*command), *needles)

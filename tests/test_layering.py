@@ -22,7 +22,7 @@ ALLOWED = {
     "sim": {"units", "specs", "costs", "acceptance"},
     "reference.*": {"units", "specs"},
     "validation.*": {"units", "specs", "costs", "acceptance", "tree", "pipeline", "reference"},
-    "search": {"units", "specs", "pipeline", "tree"},
+    "search.*": {"units", "specs", "pipeline", "tree"},
     "report.*": {"units", "specs", "costs", "acceptance", "tree", "pipeline", "sim", "search"},
     "export": {"units", "specs", "files", "report", "search", "tree"},
     "cli.*": {"units", "specs", "catalog", "report", "acceptance", "tree", "pipeline", "sim", "search", "export",
@@ -32,7 +32,7 @@ ALLOWED = {
 }
 # third-party package -> modules allowed to import it (None: anywhere)
 THIRD_PARTY = {"numpy": None, "scipy": None, "click": {"cli.*"}, "tomli_w": {"catalog.*"},
-               "optuna": {"search"}, "matplotlib": {"report.plots"}, "pandas": {"search", "report.*", "export"}}
+               "optuna": {"search.*"}, "matplotlib": {"report.plots"}, "pandas": {"search.*", "report.*", "export"}}
 
 
 def _modules():

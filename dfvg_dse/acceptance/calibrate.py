@@ -25,6 +25,11 @@ from dfvg_dse.specs import AcceptanceProfile, ConfidenceModel, InputError
 
 
 CONCENTRATION_RANGE = (0.05, 1e4)  # Beta concentration of the top-1 confidence: kept finite and positive
+# Bootstrap limits: percentile intervals settle by 1,000-2,000 resamples (Efron and Tibshirani, An
+# Introduction to the Bootstrap, 1993); one multinomial draw per resample and round costs about 60 ns here.
+MAX_BOOTSTRAP = 10_000  # resamples (acceptance fit --bootstrap)
+MAX_BOOTSTRAP_DRAWS = 5e8  # resamples x rounds: about 30 s on the 2-core dev machine
+BOOTSTRAP_CHUNK_CELLS = 1 << 22  # resample weights (resamples x rounds) held at once: 32 MB
 
 
 class TraceRound(NamedTuple):
@@ -36,25 +41,35 @@ class TraceRound(NamedTuple):
     accepted: tuple[int, ...]  # node indices on the accepted path, root (0) first
 
 
-def check_round(raw: dict, line: int) -> TraceRound:
-    """Validate one decoded JSON line; InputError names the line and the field."""
-    try:
-        parents, ranks = list(raw["parents"]), list(raw["ranks"])
-        confidences = [float(x) for x in raw.get("confidences", [1.0] * len(parents))]
-        accepted = list(raw["accepted"])
-    except (KeyError, TypeError, ValueError) as err:
-        raise InputError(f"trace line {line}: needs parents, ranks, accepted (and confidences): {err}") from None
+def _whole(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def check_round(raw: dict, line: int | str) -> TraceRound:
+    """Validate one decoded JSON line; InputError names the line (a number, or "PATH:LINE") and the field.
+    Trace files are checked field by field when read (Catalog.read_trace); this is the same rule for
+    rounds built in memory (the reference decoder's)."""
+    where = line if isinstance(line, str) else f"trace line {line}"
+    if not all(isinstance(raw.get(f), list) for f in ("parents", "ranks", "accepted")):
+        raise InputError(f"{where}: needs parents, ranks, accepted (and confidences), each a list")
+    parents, ranks, accepted = list(raw["parents"]), list(raw["ranks"]), list(raw["accepted"])
+    confidences = raw.get("confidences", [1.0] * len(parents))
+    if not isinstance(confidences, list) or not all(_whole(q) or isinstance(q, float) for q in confidences):
+        raise InputError(f"{where}: confidences must be a list of numbers")
     n = len(parents)
     if not n or parents[0] != -1 or len(ranks) != n or len(confidences) != n:
-        raise InputError(f"trace line {line}: parents, ranks and confidences need one entry per node, root first")
-    if any(not (isinstance(p, int) and 0 <= p < i) for i, p in enumerate(parents[1:], 1)):
-        raise InputError(f"trace line {line}: parents must point to earlier nodes (ancestors first)")
+        raise InputError(f"{where}: parents, ranks and confidences need one entry per node, root first")
+    if any(not (_whole(p) and 0 <= p < i) for i, p in enumerate(parents[1:], 1)):
+        raise InputError(f"{where}: parents must point to earlier nodes (ancestors first)")
+    # A negative rank would index the last rank's counts; two siblings of one rank are one token twice.
+    if any(not (_whole(r) and r >= 0) for r in ranks) or len(set(zip(parents[1:], ranks[1:]))) < n - 1:
+        raise InputError(f"{where}: ranks must be integers >= 0, distinct among siblings")
     if not accepted or accepted[0] != 0 or any(
-            not (isinstance(a, int) and 0 < a < n and parents[a] == b) for b, a in zip(accepted, accepted[1:])):
-        raise InputError(f"trace line {line}: accepted must be a root-first path of node indices")
+            not (_whole(a) and 0 < a < n and parents[a] == b) for b, a in zip(accepted, accepted[1:])):
+        raise InputError(f"{where}: accepted must be a root-first path of node indices")
     if any(not 0.0 <= q <= 1.0 for q in confidences[1:]):
-        raise InputError(f"trace line {line}: confidences must lie in [0, 1]")
-    return TraceRound(tuple(parents), tuple(ranks), tuple(confidences), tuple(accepted))
+        raise InputError(f"{where}: confidences must lie in [0, 1]")
+    return TraceRound(tuple(parents), tuple(ranks), tuple(float(q) for q in confidences), tuple(accepted))
 
 
 def _children(r: TraceRound) -> dict[int, dict[int, int]]:
@@ -154,11 +169,31 @@ class FitResult(NamedTuple):
     warnings: tuple[str, ...] = ()  # estimates held at a bound of their range, one line each
 
 
+def _bootstrap(hits: np.ndarray, exposed: np.ndarray, resamples: int, seed: int) -> np.ndarray:
+    """p_r of `resamples` resamples of whole rounds: hits, exposed (R, ranks) -> (resamples, ranks). The
+    weights are drawn BOOTSTRAP_CHUNK_CELLS at a time from one stream (the same numbers as in one draw)."""
+    rng = np.random.default_rng(seed)
+    n = len(hits)
+    step = max(1, BOOTSTRAP_CHUNK_CELLS // n)
+    parts = []
+    for start in range(0, resamples, step):
+        weights = rng.multinomial(n, np.full(n, 1.0 / n), size=min(step, resamples - start))  # (b, R)
+        parts.append(_ratio(weights @ hits, weights @ exposed))
+    return np.concatenate(parts)
+
+
 def fit_profile(rounds: Sequence[TraceRound], name: str, source: str, ranks: int = 16, depths: int = 16,
                 bootstrap: int = 1000, seed: int = 0) -> FitResult:
     """Fit a rank vector, a depth x rank matrix and a confidence model, with bootstrap intervals."""
     if not rounds:
         raise InputError("trace: no rounds to fit")
+    if (isinstance(bootstrap, bool) or not isinstance(bootstrap, (int, np.integer))
+            or not 1 <= bootstrap <= MAX_BOOTSTRAP):
+        raise InputError(f"bootstrap = {bootstrap!r}: resamples must be an integer in 1..{MAX_BOOTSTRAP:,}")
+    if bootstrap * len(rounds) > MAX_BOOTSTRAP_DRAWS:
+        raise InputError(f"bootstrap: {bootstrap:,} resamples x {len(rounds):,} rounds = {bootstrap * len(rounds):.1e} "
+                         f"draws, past the {MAX_BOOTSTRAP_DRAWS:.0e} limit (about 30 s); use at most "
+                         f"{int(MAX_BOOTSTRAP_DRAWS // len(rounds)):,} resamples")
     hits, exposed = rank_counts(rounds, ranks, depths)
     used_ranks = max(1, int(np.max(np.nonzero(exposed.sum(axis=(0, 1)))[0], initial=0)) + 1)
     used_depths = max(1, int(np.max(np.nonzero(exposed.sum(axis=(0, 2)))[0], initial=0)) + 1)
@@ -176,9 +211,7 @@ def fit_profile(rounds: Sequence[TraceRound], name: str, source: str, ranks: int
                         f"{matrix.sum(axis=1).max():.4f}, past their bound 1: rescaled to 1")
     rank_vector = rank_vector / max(1.0, rank_vector.sum())
     matrix = matrix / np.maximum(1.0, matrix.sum(axis=1, keepdims=True))
-    rng = np.random.default_rng(seed)
-    weights = rng.multinomial(len(rounds), np.full(len(rounds), 1.0 / len(rounds)), size=bootstrap)  # (B, R)
-    boot = _ratio(weights @ hits.sum(axis=1), weights @ exposed.sum(axis=1))  # (B, ranks)
+    boot = _bootstrap(hits.sum(axis=1), exposed.sum(axis=1), bootstrap, seed)  # (B, ranks)
     confidence, confidence_warnings = _confidence_model(rounds, used_ranks, used_depths)
     profile = AcceptanceProfile(name, tuple(float(x) for x in rank_vector),
                                 depth_rank=tuple(tuple(float(x) for x in row) for row in matrix),

@@ -60,6 +60,10 @@ MAX_CHUNK_ROUNDS = 4096
 MAX_MC_WORK = 1e9  # rounds x round_work: about 30 s on the 2-core dev machine (docs/acceptance-and-trees.md, "Limits")
 MAX_KEPT_CELLS = 1 << 22  # rounds x levels kept with keep_rounds: 32 MB a float copy (the estimate makes ~20)
 NODE_WORK, POOL_WORK = 8, 2  # cost of a frontier node and of a rerank-pool cell, in candidate cells
+# Caps on the rules' sizes, checked before any work (and the CLI options' ranges): far past what the
+# engines run, yet small enough that a typo (gamma 1e9, top_k 1e5) is one line, not a hang.
+MAX_DUO_GAMMA = 64  # DuoDecoding's own gammas are 12, 16 and 24 (duo_sequences); 64 is 2.7x its largest
+MAX_EAGLE2_TOP_K = 64  # EAGLE-2 expands top_k = 10 in its experiments (arXiv 2406.16858); 64 is 6.4x that
 
 
 class RoundChunk(NamedTuple):
@@ -252,6 +256,7 @@ def round_work(profile: AcceptanceProfile, rule, ranks: int | None = None) -> Ro
     """What one round of `rule` costs (RoundWork), worst case over the draws. Measured
     (docs/acceptance-and-trees.md, "Limits"): a frontier node (one Beta draw of its children's
     confidences) costs about NODE_WORK cells, a cell of EAGLE-2's rerank pool POOL_WORK."""
+    check_rule_size(rule)
     if isinstance(rule, DuoRule):  # first tokens, the greedy second, then `top` chains of up to gamma
         nodes, cells = 2 + (rule.gamma - 1) * rule.top, (rule.gamma + 1) * rule.top
         return RoundWork(rule.top, NODE_WORK * nodes + cells, rule.gamma)
@@ -294,6 +299,9 @@ def round_chunks(profile: AcceptanceProfile, rule, rounds: int, seed=0, ranks: i
         raise InputError(f"dynamic drafting: rounds = {rounds!r}: must be an integer >= 1")
     peak, work, levels = round_work(profile, rule, ranks)
     fits_work, fits_kept = int(MAX_MC_WORK // work), MAX_KEPT_CELLS // levels if keep_rounds else rounds
+    if fits_work < 1:
+        raise InputError(f"dynamic drafting: one round of {type(rule).__name__.removesuffix('Rule')} is {work:,} "
+                         f"work units, past the {MAX_MC_WORK:.2g} limit; use a smaller tree")
     if rounds > fits_work and fits_work <= fits_kept:
         raise InputError(f"dynamic drafting: {rounds:,} rounds of {type(rule).__name__.removesuffix('Rule')} "
                          f"x {work:,} work units = {rounds * work:.1e}, past the {MAX_MC_WORK:.2g} limit (about "
@@ -308,6 +316,14 @@ def round_chunks(profile: AcceptanceProfile, rule, rounds: int, seed=0, ranks: i
         rng = np.random.default_rng(np.random.SeedSequence(root.entropy, spawn_key=root.spawn_key + (i,)))
         yield draw(profile, rule, min(size, rounds - start), rng,
                    ranks or (rule.top_k if isinstance(rule, Eagle2Rule) else 16))
+
+
+def check_rule_size(rule) -> None:
+    """A rule past MAX_DUO_GAMMA or MAX_EAGLE2_TOP_K is refused with one line, before anything is sized."""
+    if isinstance(rule, DuoRule) and rule.gamma > MAX_DUO_GAMMA:
+        raise InputError(f"duodecoding rule: gamma = {rule.gamma:,}: at most {MAX_DUO_GAMMA} draft tokens per round")
+    if isinstance(rule, Eagle2Rule) and rule.top_k > MAX_EAGLE2_TOP_K:
+        raise InputError(f"eagle-2 rule: top_k = {rule.top_k:,}: at most {MAX_EAGLE2_TOP_K}")
 
 
 def _seed_sequence(seed) -> np.random.SeedSequence:

@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from dfvg_dse.catalog._io import read_json
+from dfvg_dse.catalog._io import check_regular_file, read_json
 from dfvg_dse.catalog.errors import CatalogError, DataError
 from dfvg_dse.catalog.models import model_spec_from_hf_config
 from dfvg_dse.catalog.rope import rope_spec_from_hf_config
@@ -59,6 +59,7 @@ def read_checkpoint(folder: str | Path) -> tuple[dict, ModelSpec, dict]:
         raise CatalogError(f"{folder}: no *.safetensors file")
     tensors: dict[str, np.ndarray] = {}
     for path in files:
+        check_regular_file(path)  # a FIFO or device named *.safetensors: one line, not a read that never ends
         try:
             tensors.update(load_file(str(path)))
         except Exception as err:  # a truncated or foreign file: safetensors raises its own types
@@ -76,6 +77,7 @@ def read_tokenizer(folder: str | Path):
     """The folder's tokenizer.json through the optional `tokenizers` package, or None when the
     folder has none (byte-level checkpoints need none)."""
     path = Path(folder) / "tokenizer.json"
+    check_regular_file(path)  # a FIFO or device there is an error, not "no tokenizer"
     if not path.is_file():
         return None
     try:

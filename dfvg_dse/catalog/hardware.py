@@ -9,7 +9,7 @@ from pathlib import Path
 
 from dfvg_dse import units
 from dfvg_dse.catalog._io import HwEntry, Quantity, parse_quantity, read_string
-from dfvg_dse.catalog.errors import _MISSING, DataError
+from dfvg_dse.catalog.errors import _MISSING, CatalogError, DataError
 from dfvg_dse.specs import CalibrationDefaults, DeviceSpec, FpgaFabric, LinkSpec, MemoryTier, SpecError
 
 
@@ -47,6 +47,62 @@ STRING_FIELDS = {
     "link": {"link_type", "path", "generation"},
 }
 _BASE_FIELDS = {"name", "kind", "display_name", "notes"}
+# AMD Versal, AMD UltraScale+, Intel Stratix 10 NX, other Intel FPGAs (docs/data-format.md)
+DSP_TYPES = ("DSP58", "DSP48E2", "AI Tensor Block", "variable-precision DSP")
+
+
+def _span(low: float, low_unit: str, high: float, high_unit: str) -> tuple[float, float, str]:
+    """A plausible range in SI, with how a message prints it (in the units a datasheet would use)."""
+    si = {u: factor for u, (_, factor) in units.UNITS.items()}
+    low_text, high_text = (f"{x:,g}" + ("" if u == "count" else f" {u}") for x, u in ((low, low_unit), (high, high_unit)))
+    return low * si[low_unit], high * si[high_unit], f"{low_text} to {high_text}"
+
+
+# Plausible ranges of hardware values, inclusive, in SI (the table in docs/data-format.md,
+# "Plausible ranges"). Deliberately wide: every shipped entry and every device sold in 2026 fits
+# (B200/B300/GB300 at 8 TB/s HBM3e, MI355X, Rubin's HBM4; FPGAs near 1 GHz, Versal AI Engines at
+# 1.3 GHz; NVLink-5 at 1.8 TB/s), so a value outside is a slip of unit or digits (a 300 GHz FPGA
+# clock, 1,008 TB/s typed for 1,008 GB/s), not a fast device. Key: field, or kind:field.
+PLAUSIBLE = {
+    "tdp": _span(0.1, "W", 5000, "W"), "decode_power": _span(0.1, "W", 5000, "W"),
+    "idle_power": _span(0, "W", 5000, "W"),
+    "layer_overhead": _span(0, "s", 1, "s"), "forward_overhead": _span(0, "s", 1, "s"),
+    "draft_round_overhead": _span(0, "s", 1, "s"), "price_per_hour": _span(0, "USD/h", 1000, "USD/h"),
+    "memory.capacity": _span(1, "MB", 16, "TB"), "memory.bandwidth": _span(0.1, "GB/s", 100, "TB/s"),
+    "gpu:peak": _span(0.1, "TFLOPS", 200000, "TFLOPS"), "cpu:peak": _span(0.1, "GFLOPS", 2000, "TFLOPS"),
+    "gpu:onchip_sram": _span(0.1, "MB", 4, "GB"),
+    "cpu:cores": _span(1, "count", 2048, "count"), "cpu:clock": _span(100, "MHz", 10, "GHz"),
+    "cpu:llc": _span(0.1, "MB", 8, "GB"),
+    "fpga:dsp_count": _span(1, "count", 100000, "count"), "fpga:pe_dsp_count": _span(1, "count", 100000, "count"),
+    "fpga:products_per_dsp": _span(1, "count", 128, "count"), "fpga:clock": _span(10, "MHz", 2, "GHz"),
+    "fpga:bram": _span(0.01, "MB", 1, "GB"), "fpga:uram": _span(0, "MB", 1, "GB"),
+    "fpga:sram_bandwidth": _span(1, "GB/s", 500, "TB/s"), "fpga:branch_lanes": _span(1, "count", 1024, "count"),
+    "link:bandwidth": _span(1, "MB/s", 10, "TB/s"), "link:lanes": _span(1, "count", 128, "count"),
+    "link:latency": _span(0, "s", 1, "s"), "link:hops": _span(1, "count", 16, "count"),
+    "link:software_overhead": _span(0, "s", 1, "s"), "link:energy_per_bit": _span(0, "pJ/bit", 1000, "pJ/bit"),
+    "defaults:overhead": _span(0, "s", 1, "s"), "defaults:link.sync_per_round": _span(0, "s", 1, "s"),
+    "defaults:link.token_record_bytes": _span(1, "count", 65536, "count"),
+}
+
+
+def plausible_range(kind: str, field: str) -> tuple[float, float, str] | None:
+    """The plausible range of one field of a `kind` entry (None: fractions, which (0, 1] bounds)."""
+    generic = re.sub(r"^memory\[\d+\]", "memory", field)
+    group = "peak" if generic.startswith("peak_") else generic.split(".")[0]
+    for key in (f"{kind}:{generic}", f"{kind}:{group}", generic):
+        if key in PLAUSIBLE:
+            return PLAUSIBLE[key]
+    return None
+
+
+def check_plausible(path: Path, kind: str, field: str, quantity: Quantity) -> None:
+    """One line naming file, field, value and range when a number is outside its plausible range."""
+    span = plausible_range(kind, field)
+    if span is not None and not span[0] <= quantity.si <= span[1]:
+        unit = "" if quantity.unit == "count" else f" {quantity.unit}"
+        raise CatalogError(f"{path}: field '{field}' = {quantity.value:g}{unit}: outside the plausible "
+                           f"range of a {kind} entry, {span[2]}; check the value and its unit "
+                           "(docs/data-format.md, 'Plausible ranges')")
 
 
 def _check_header(path: Path, data: dict, kind: str) -> None:
@@ -67,6 +123,7 @@ def _quantities(path: Path, data: dict, kind: str) -> dict[str, Quantity]:
     for field, (dimension, required, positive) in QUANTITY_FIELDS[kind].items():
         if field in data:
             found[field] = parse_quantity(path, field, data[field], dimension, positive)
+            check_plausible(path, kind, field, found[field])
         elif required:
             raise DataError(path, field, _MISSING, f"required for a {kind} entry")
     return found
@@ -102,6 +159,8 @@ def _memory_tiers(path: Path, data: dict, kind: str, defaults: CalibrationDefaul
         capacity = parse_quantity(path, f"{field}.capacity", table.get("capacity", _MISSING), units.BYTES)
         bandwidth = parse_quantity(path, f"{field}.bandwidth", table.get("bandwidth", _MISSING), units.BYTES_PER_S)
         found[f"{field}.capacity"], found[f"{field}.bandwidth"] = capacity, bandwidth
+        check_plausible(path, kind, f"{field}.capacity", capacity)
+        check_plausible(path, kind, f"{field}.bandwidth", bandwidth)
         eta = table.get("efficiency")
         if eta is not None:
             found[f"{field}.efficiency"] = parse_quantity(path, f"{field}.efficiency", eta, units.FRACTION)
@@ -124,9 +183,12 @@ def parse_device(path: Path, data: dict, kind: str, defaults: CalibrationDefault
 
     fabric = None
     if kind == "fpga":
+        dsp_type = read_string(path, data, "dsp_type")
+        if dsp_type not in DSP_TYPES:
+            raise DataError(path, "dsp_type", dsp_type, f"allowed: {', '.join(DSP_TYPES)}")
         try:
             fabric = FpgaFabric(
-                dsp_type=read_string(path, data, "dsp_type"), dsp_count=int(q["dsp_count"].si),
+                dsp_type=dsp_type, dsp_count=int(q["dsp_count"].si),
                 pe_dsp_count=int(si("pe_dsp_count", q["dsp_count"].si)),
                 products_per_dsp=int(q["products_per_dsp"].si), clock_hz=q["clock"].si,
                 bram_bytes=q["bram"].si, uram_bytes=q["uram"].si,
@@ -201,6 +263,7 @@ def parse_defaults(path: Path, data: dict) -> tuple[CalibrationDefaults, dict[st
             positive = section != "overhead"
             found[f"{section}.{key}"] = parse_quantity(path, f"{section}.{key}", table.get(key, _MISSING),
                                                        dimension, positive)
+            check_plausible(path, "defaults", f"{section}.{key}", found[f"{section}.{key}"])
         for key in table:
             if key not in keys:
                 raise DataError(path, f"{section}.{key}", table[key], f"unknown key; allowed: {', '.join(keys)}")

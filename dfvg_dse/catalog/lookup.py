@@ -9,22 +9,27 @@ Each database is a search path, first match wins: the directories given explicit
 DFVG_DSE_MODELS_DIR / DFVG_DSE_HWDB_DIR; then the user's own directory
 ($XDG_DATA_HOME/dfvg-dse/{models,hwdb}, default ~/.local/share/dfvg-dse/...) when it exists;
 then the shipped data (the copy packaged in the wheel, or the repository root in a checkout).
-Your entries therefore add to the shipped ones and may override them by name.
+Your entries therefore add to the shipped ones and may override them by name (of the same kind:
+one name under two hwdb kinds, or two profiles of one name in one folder, is an error naming both files).
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from dfvg_dse.catalog._io import HwEntry, ModelEntry, Quantity, read_json, read_jsonl, read_toml
-from dfvg_dse.catalog.errors import CatalogError, UnknownNameError
+from dfvg_dse.catalog._io import (HwEntry, ModelEntry, Quantity, check_regular_file, read_json, read_jsonl,
+                                  read_toml)
+from dfvg_dse.catalog.errors import CatalogError, DataError, UnknownNameError
 from dfvg_dse.catalog.hardware import parse_defaults, parse_device, parse_link
 from dfvg_dse.catalog.models import model_document, model_spec_from_hf_config, parse_model
 from dfvg_dse.catalog.profiles import parse_profile, profile_document, read_tree_document
+from dfvg_dse.catalog.studies import check_study
+from dfvg_dse.catalog.traces import read_trace_file
 from dfvg_dse.files import atomic_write
 from dfvg_dse.specs import (AcceptanceProfile, CalibrationDefaults, DeviceSpec, InputError, LinkSpec, ModelSpec,
                             SpecError)
@@ -68,6 +73,10 @@ def spec_file(spec: str, what: str) -> Path | None:
         folder = False
     if folder:
         raise InputError(f"{what}: {shown(spec, keep_end=True)} is a folder, not a file")
+    try:  # it exists but is no regular file (/dev/zero, /dev/stdin, a FIFO): reading it would never end
+        check_regular_file(path)
+    except CatalogError as err:
+        raise InputError(f"{what}: {err}") from None
     separators = {os.sep, "/"} | ({os.altsep} if os.altsep else set())
     if any(sep in spec for sep in separators) or spec.lower().endswith(FILE_SUFFIXES):
         raise InputError(f"{what}: no such file: {shown(spec, keep_end=True)}")
@@ -192,10 +201,14 @@ class Catalog:
 
     def _hw_path(self, name: str, kinds: tuple[str, ...], what: str) -> tuple[Path, str]:
         if NAME_RE.match(name):
+            found = {k: p for k in HW_KINDS if (p := self._find(self.hwdb_dirs, f"{k}/{name}.toml")) is not None}
+            if len(found) > 1:  # an FPGA 'rtx-4090' would shadow the GPU in every command that takes a device
+                (kind_a, path_a), (kind_b, path_b) = list(found.items())[:2]
+                raise CatalogError(f"hardware name '{name}' is taken twice: {path_a} ({kind_a}) and {path_b} "
+                                   f"({kind_b}); a name belongs to one entry of one kind, rename one")
             for kind in kinds:
-                path = self._find(self.hwdb_dirs, f"{kind}/{name}.toml")
-                if path is not None:
-                    return path, kind
+                if kind in found:
+                    return found[kind], kind
         other = [k for k in HW_KINDS if k not in kinds and name in self.hw_names(k)]
         note = f"'{name}' is a {other[0]} entry" if other else ""
         raise UnknownNameError(what, name, sorted(n for k in kinds for n in self.hw_names(k)), note)
@@ -205,7 +218,13 @@ class Catalog:
         data = read_toml(path)
         if kind == "link":
             return parse_link(path, data, self.defaults())
-        return parse_device(path, data, kind, self.defaults())
+        entry = parse_device(path, data, kind, self.defaults())
+        link = entry.spec.host_link
+        if link is not None and (not NAME_RE.match(link) or self._find(self.hwdb_dirs, f"link/{link}.toml") is None):
+            close = difflib.get_close_matches(link, self.hw_names("link"), n=1)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            raise DataError(path, "host_link", link, f"names no link entry; {hint}see 'dfvg-dse hw list --kind link'")
+        return entry
 
     def device(self, name: str) -> DeviceSpec:
         return self.hw_entry(name, ("fpga", "gpu", "cpu"), "device").spec
@@ -222,10 +241,17 @@ class Catalog:
         """Profile name (its `name` field, e.g. 'qwen3-8b/qwen3-0.6b') -> file; first match wins."""
         found: dict[str, Path] = {}
         for directory in self.models_dirs:
-            for path in sorted((directory / "pairs").glob("*.toml")):
+            here: dict[str, Path] = {}  # a directory earlier on the search path overrides by name; one directory
+            for path in sorted((directory / "pairs").glob("*.toml")):  # with two files of one name is an error
                 if path.is_file() and NAME_RE.match(path.stem):
                     name = read_toml(path).get("name")
-                    found.setdefault(name if isinstance(name, str) else path.stem, path)
+                    name = name if isinstance(name, str) else path.stem
+                    if name in here:
+                        raise CatalogError(f"acceptance profile name {shown(name)} is taken twice: {here[name]} and "
+                                           f"{path}; a profile name belongs to one file, rename one")
+                    here[name] = path
+            for name, path in here.items():
+                found.setdefault(name, path)
         return found
 
     def profile_names(self) -> list[str]:
@@ -314,21 +340,16 @@ class Catalog:
         return read_tokenizer(folder)
 
     @staticmethod
-    def read_study(path: str | Path) -> dict:
-        """A study file (TOML): [models], [hardware] and [space] tables (docs/search.md)."""
-        data = read_toml(existing_file(path, "study"))
-        if not data:  # an empty file would search the default space without a word
-            raise CatalogError(f"{path}: an empty study; give a [models], [hardware] or [space] table "
-                               "(docs/search.md), or leave --study out for the default space")
-        for key in data:
-            if key not in ("models", "hardware", "space"):
-                raise CatalogError(f"{path}: unknown table [{key}]; allowed: [models], [hardware], [space]")
-        return data
+    def read_study(path: str | Path, choices: dict | None = None) -> dict:
+        """A study file (TOML): [models], [hardware] and [space] tables (docs/search.md), checked key
+        by key and typed (studies.check_study; `choices`: the allowed families and schedules)."""
+        return check_study(path, read_toml(existing_file(path, "study")), choices)
 
     @staticmethod
     def read_trace(path: str | Path) -> list[tuple[int, dict]]:
-        """A decoding trace (docs/trace-format.md): (line number, round object) pairs."""
-        return read_jsonl(existing_file(path, "trace"))
+        """A decoding trace (docs/trace-format.md): (line number, round object) pairs, every round
+        checked (traces.check_trace_round; errors start with PATH:LINE:)."""
+        return read_trace_file(existing_file(path, "trace"))
 
     @staticmethod
     def read_reference_prompts(path: str | Path | None = None, split: str | None = None) -> list[dict]:
@@ -387,9 +408,8 @@ def write_toml_atomic(path: Path, document: dict) -> None:
     """Write a TOML document through a temporary file and a rename, so no half file is left."""
     import tomli_w  # only the import path writes TOML
 
-    try:
-        atomic_write(path, lambda tmp: tmp.write_bytes(tomli_w.dumps(document).encode()))
-    except InputError as err:  # the folder cannot be made or written: a catalog problem, one line
+    text = tomli_w.dumps(document)
+    try:  # encoded inside the writer: text that is not valid Unicode becomes the same one-line error
+        atomic_write(path, lambda tmp: tmp.write_bytes(text.encode("utf-8")))
+    except InputError as err:  # cannot be made or written, or failed half-way: a catalog problem, one line
         raise CatalogError(str(err)) from None
-    except OSError as err:
-        raise CatalogError(f"{path}: cannot write: {err.strerror or err}") from None

@@ -11,7 +11,7 @@ import numpy as np
 
 from dfvg_dse.catalog._io import read_json, read_jsonl, read_provenance, read_string, read_toml
 from dfvg_dse.catalog.errors import _MISSING, CatalogError, DataError
-from dfvg_dse.specs import AcceptanceProfile, AcceptanceTrace, ConfidenceModel, SpecError
+from dfvg_dse.specs import AcceptanceProfile, AcceptanceTrace, ConfidenceModel, SpecError, TreeSpec
 
 PROFILE_FIELDS = ("name", "target", "draft", "workload", "temperature", "tag", "source", "notes", "rank",
                   "depth_rank", "confidence", "fit", "trace")
@@ -26,9 +26,34 @@ def _floats(path: Path, field: str, value: Any, nested: bool = False, empty_ok: 
     if nested:
         return tuple(_floats(path, f"{field}[{i}]", row) for i, row in enumerate(value))
     for i, x in enumerate(value):
-        if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not _finite(x):
             raise DataError(path, f"{field}[{i}]", x, "must be a finite number")
     return tuple(float(x) for x in value)
+
+
+def _number(path: Path, field: str, value: Any, positive: bool = False) -> float:
+    """A finite number >= 0, or > 0 (booleans are not numbers here, though Python counts them as ints)."""
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value) or value < 0
+            or (positive and value == 0)):
+        raise DataError(path, field, value, "must be a positive number" if positive else "must be a number >= 0")
+    return float(value)
+
+
+def _finite(value: int | float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer past float range
+        return False
+
+
+def _metadata(path: Path, data: dict) -> None:
+    """The descriptive fields: strings, a temperature, a [fit] table (`acceptance list` shows them)."""
+    for field in ("target", "draft", "workload", "notes"):
+        read_string(path, data, field, None)
+    if "temperature" in data:  # the sampling temperature the profile was measured at: 0 = greedy
+        _number(path, "temperature", data["temperature"])
+    if "fit" in data and not isinstance(data["fit"], dict):
+        raise DataError(path, "fit", data["fit"], "must be a table (written by `acceptance fit`)")
 
 
 def _table(path: Path, data: dict, key: str, allowed: tuple[str, ...]) -> dict | None:
@@ -50,6 +75,14 @@ def parse_profile(path: Path, data: dict) -> AcceptanceProfile:
     rank = _table(path, data, "rank", ("probs", "ci_low", "ci_high"))
     if rank is None:
         raise DataError(path, "rank", _MISSING, "a [rank] table with `probs` (p_1, p_2, ...) is required")
+    _metadata(path, data)
+    probs = _floats(path, "rank.probs", rank.get("probs", _MISSING))
+    for bound in ("ci_low", "ci_high"):  # the bootstrap interval: one bound per rank, each a probability
+        if bound in rank:
+            values = _floats(path, f"rank.{bound}", rank[bound])
+            if len(values) != len(probs) or not all(0.0 <= x <= 1.0 for x in values):
+                raise DataError(path, f"rank.{bound}", rank[bound],
+                                f"must list {len(probs)} probabilities in [0, 1], one per entry of rank.probs")
     depth_rank = _table(path, data, "depth_rank", ("matrix",))
     confidence = _table(path, data, "confidence", CONFIDENCE_FIELDS)
     try:
@@ -57,14 +90,15 @@ def parse_profile(path: Path, data: dict) -> AcceptanceProfile:
         if confidence is not None:
             model = ConfidenceModel(
                 top1_mean=_floats(path, "confidence.top1_mean", confidence.get("top1_mean", _MISSING)),
-                concentration=float(confidence.get("concentration", 0.0)),
+                concentration=_number(path, "confidence.concentration", confidence.get("concentration", _MISSING),
+                                      positive=True),
                 tail_shares=_floats(path, "confidence.tail_shares", confidence.get("tail_shares", []), empty_ok=True),
                 calibration_q=_floats(path, "confidence.calibration_q", confidence.get("calibration_q", []),
                                       empty_ok=True),
                 calibration_accept=_floats(path, "confidence.calibration_accept",
                                            confidence.get("calibration_accept", []), empty_ok=True))
         return AcceptanceProfile(
-            name=name, rank_probs=_floats(path, "rank.probs", rank.get("probs", _MISSING)),
+            name=name, rank_probs=probs,
             depth_rank=_floats(path, "depth_rank.matrix", depth_rank.get("matrix", _MISSING), nested=True)
             if depth_rank is not None else None,
             confidence=model, source=source, trace=_trace(path, data, name, source))
@@ -99,9 +133,15 @@ def _trace(path: Path, data: dict, name: str, source: str) -> AcceptanceTrace | 
         if ("ranks" in line) == ("accept_probs" in line):
             raise DataError(where, "ranks", line.get("ranks", _MISSING),
                             "a run gives either ranks (greedy) or accept_probs and bonus_probs (sampled)")
+        if ("accept_probs" in line) != ("bonus_probs" in line):
+            missing = "bonus_probs" if "accept_probs" in line else "accept_probs"
+            raise DataError(where, missing, _MISSING, "a sampled run gives both accept_probs and bonus_probs")
         for field in TRACE_LINE_FIELDS:
             if field in line:
                 runs[field].append(_trace_values(where, field, line[field], run_tokens))
+        if "bonus_probs" in line and len(line["bonus_probs"]) != len(line["accept_probs"]):
+            raise DataError(where, "bonus_probs", f"{len(line['bonus_probs'])} positions",
+                            f"must give one probability per position of accept_probs ({len(line['accept_probs'])})")
         if "top_probs" in line and len(line["top_probs"]) != len(line.get("ranks", [])):
             raise DataError(where, "top_probs", f"{len(line['top_probs'])} positions",
                             f"must give one row per position of ranks ({len(line.get('ranks', []))})")
@@ -123,9 +163,10 @@ def _trace_values(where: str, field: str, value, run_tokens: int):
     top_probs a list of such lists; at least run_tokens positions."""
     if not isinstance(value, list) or len(value) < run_tokens:
         raise DataError(where, field, value, f"must list at least run_tokens = {run_tokens} positions")
-    if field == "ranks":
-        if any(isinstance(x, bool) or not isinstance(x, int) or x < -1 for x in value):
-            raise DataError(where, field, value, "ranks are integers >= 0 (-1 at position 0)")
+    if field == "ranks":  # -1 only at the unused position 0: elsewhere it would index the last rank
+        for t, x in enumerate(value):
+            if isinstance(x, bool) or not isinstance(x, int) or x < (-1 if t == 0 else 0):
+                raise DataError(where, f"ranks[{t}]", x, "ranks are integers >= 0 (-1 at position 0)")
         return tuple(value)
     if field != "top_probs":
         if any(isinstance(x, bool) or not isinstance(x, (int, float)) or not 0.0 <= x <= 1.0 for x in value):
@@ -169,9 +210,42 @@ def profile_document(profile: AcceptanceProfile, meta: dict) -> dict:
     return document
 
 
+def _tree_integers(path: Path, field: str, value: Any, low: int) -> list[int]:
+    if not isinstance(value, list) or not value:
+        raise DataError(path, field, value, f"must be a non-empty list of integers >= {low}")
+    for i, x in enumerate(value):
+        if isinstance(x, bool) or not isinstance(x, int) or x < low:
+            raise DataError(path, f"{field}[{i}]", x, f"must be an integer >= {low}")
+    return value
+
+
 def read_tree_document(path: Path) -> dict:
-    """A tree file: JSON or TOML with `parents` (and optional `ranks`) or `choices`."""
+    """A tree file: JSON or TOML with `parents` (and optional `ranks`) or `choices` (docs/data-format.md),
+    each field checked here so an error names the file; other keys (an exported design's) are kept."""
     data = read_json(path) if path.suffix == ".json" else read_toml(path)
     if not {"parents", "choices"} & set(data):
         raise CatalogError(f"{path}: a tree file needs 'parents' (with optional 'ranks') or 'choices'")
+    for field in ("name", "source"):
+        read_string(path, data, field, None)
+    if "parents" in data:  # with both (an exported design), the parents win, as tree.from_document reads it
+        parents = _tree_integers(path, "parents", data["parents"], -1)
+        ranks = data.get("ranks")
+        if ranks is not None and len(_tree_integers(path, "ranks", ranks, 0)) != len(parents):
+            raise DataError(path, "ranks", f"{len(ranks)} entries", f"must give one rank per node ({len(parents)})")
+        try:  # without ranks any distinct ones do: only the parents are checked
+            TreeSpec(tuple(parents), tuple(ranks) if ranks is not None else tuple(range(len(parents))))
+        except SpecError as err:
+            raise DataError(path, err.field, err.value, err.allowed) from None
+    elif not isinstance(data["choices"], (list, str)):
+        raise DataError(path, "choices", data["choices"], "must be a list of paths, e.g. [[0], [1], [0, 0]]")
+    elif isinstance(data["choices"], list):
+        seen = set()
+        for i, choice in enumerate(data["choices"]):
+            path_ranks = tuple(_tree_integers(path, f"choices[{i}]", choice, 0))
+            if path_ranks in seen:
+                raise DataError(path, f"choices[{i}]", choice, "is listed twice")
+            seen.add(path_ranks)
+        for i, choice in enumerate(data["choices"]):
+            if len(choice) > 1 and tuple(choice[:-1]) not in seen:
+                raise DataError(path, f"choices[{i}]", choice, f"needs its parent path {choice[:-1]} listed too")
     return data

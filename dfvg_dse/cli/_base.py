@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 import re
 import shutil
 import sys
@@ -159,6 +160,38 @@ def one_line(message: str) -> str:
     printable = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
     return LONG_WORD.sub(lambda m: m[0][:157] + "...", printable)
 
+
+class FiniteFloatRange(click.FloatRange):
+    """click.FloatRange that also refuses nan, inf and -inf: its range checks let nan through (every
+    comparison with nan is false), and a range open above lets inf through. Every float option uses it."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
+MIN_TEMPERATURE = 1e-5  # vLLM samples greedily below this (_SAMPLING_EPS); far below it, logits / T overflow
+
+
+class Temperature(FiniteFloatRange):
+    """A sampling or Gumbel temperature: 0 (greedy, or plain top-k) or a finite T >= MIN_TEMPERATURE."""
+
+    def __init__(self) -> None:
+        super().__init__(0)
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if 0 < number < MIN_TEMPERATURE:
+            self.fail(f"{value!r}: use 0 or at least {MIN_TEMPERATURE:g} (smaller temperatures overflow)", param, ctx)
+        return number
+
+
+# numpy's legacy seeding (optuna's samplers) takes 0..2**32 - 1 and SeedSequence refuses negatives:
+# every --seed is this range, so a bad seed is one line naming --seed, never a traceback mid-run.
+MAX_SEED = 2**32 - 1
+SEED = click.IntRange(0, MAX_SEED)
 
 MAX_VALUE = 10**9  # tokens, context or batch beyond this is a typo, not a design
 MAX_POINTS = 100_000  # (n, c, b) combinations per `cost` call; one row is printed per point

@@ -7,7 +7,11 @@ import click
 from dfvg_dse.acceptance import (AdaptRule, DuoRule, Eagle2Rule, acceptance_warnings, check_round, fit_profile, greedy_acceptance,
                                  sequoia_acceptance, sequoia_output, simulate_adapt, simulate_duodecoding,
                                  simulate_eagle2, single_token_acceptance, specinfer_acceptance, specinfer_output)
-from dfvg_dse.cli._base import catalog_of, cli, emit_json, emit_table, emit_warnings, refuse_other_rules
+from dfvg_dse.acceptance.calibrate import MAX_BOOTSTRAP, MAX_BOOTSTRAP_DRAWS
+from dfvg_dse.acceptance.dynamic import MAX_DUO_GAMMA, MAX_EAGLE2_TOP_K
+from dfvg_dse.cli._base import (SEED, FiniteFloatRange, Temperature, catalog_of, cli, emit_json, emit_table,
+                                emit_warnings, refuse_other_rules)
+from dfvg_dse.files import check_output_path
 from dfvg_dse.report import dynamic_record, profile_record, tree_record
 from dfvg_dse.specs import InputError, TreeSpec
 from dfvg_dse.tree import draw_tree, from_document, optimal_tree, parse_tree_spec
@@ -89,22 +93,23 @@ _RULE_OPTIONS = {"adapt": ("threshold", "temperature", "k_max", "budget", "min_d
 @tree.command("dynamic")
 @click.option("--acceptance", "acceptance_spec", required=True, help=ACCEPTANCE_HELP)
 @click.option("--rule", type=click.Choice(["adapt", "eagle2", "duodecoding"]), default="adapt", show_default=True)
-@click.option("--threshold", type=click.FloatRange(0, 1, max_open=True), default=0.0, show_default=True,
+@click.option("--threshold", type=FiniteFloatRange(0, 1, max_open=True), default=0.0, show_default=True,
               help="adapt: tau, keep children with confidence above it.")
-@click.option("--temperature", type=click.FloatRange(0), default=0.0, show_default=True,
+@click.option("--temperature", type=Temperature(), default=0.0, show_default=True,
               help="adapt: Gumbel top-k temperature T (0 = top-k).")
 @click.option("--k-max", type=click.IntRange(1, 1024), default=8, show_default=True, help="adapt: per-level cap.")
 @click.option("--budget", type=click.IntRange(1, 4096), default=32, show_default=True, help="adapt: draft tokens B.")
 @click.option("--min-depth", type=click.IntRange(1, 256), default=1, show_default=True, help="adapt: D_min.")
 @click.option("--max-depth", type=click.IntRange(1, 256), default=16, show_default=True, help="adapt: depth limit.")
-@click.option("--top-k", type=click.IntRange(1, 64), default=10, show_default=True, help="eagle2: top_k.")
+@click.option("--top-k", type=click.IntRange(1, MAX_EAGLE2_TOP_K), default=10, show_default=True, help="eagle2: top_k.")
 @click.option("--depth", type=click.IntRange(1, 64), default=6, show_default=True, help="eagle2: expansion steps.")
 @click.option("--total-tokens", type=click.IntRange(2, 4096), default=60, show_default=True,
               help="eagle2: verified tokens including the root.")
-@click.option("--gamma", type=click.IntRange(1, 256), default=24, show_default=True, help="duodecoding: gamma.")
+@click.option("--gamma", type=click.IntRange(1, MAX_DUO_GAMMA), default=24, show_default=True,
+              help="duodecoding: draft tokens per round.")
 @click.option("--rounds", type=click.IntRange(100, 10**6), default=20000, show_default=True,
               help="Monte Carlo rounds.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.pass_context
 def tree_dynamic(ctx: click.Context, acceptance_spec: str, rule: str, threshold: float, temperature: float,
@@ -190,9 +195,10 @@ def acceptance_show(ctx: click.Context, profile: str, as_json: bool) -> None:
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Profile file to write (TOML).")
 @click.option("--name", help="Profile name [default: the trace file's stem].")
 @click.option("--source", help="Where the trace comes from [default: the trace path].")
-@click.option("--bootstrap", type=click.IntRange(0, 100000), default=1000, show_default=True,
-              help="Bootstrap resamples of whole rounds for the intervals.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--bootstrap", type=click.IntRange(0, MAX_BOOTSTRAP), default=1000, show_default=True,
+              help=f"Bootstrap resamples of whole rounds for the intervals (resamples x rounds at most "
+                   f"{MAX_BOOTSTRAP_DRAWS:.0e}).")
+@click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option("--force", is_flag=True, help="Replace an existing output file.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.pass_context
@@ -200,6 +206,7 @@ def acceptance_fit(ctx: click.Context, trace: str, output: str, name: str | None
                    seed: int, force: bool, as_json: bool) -> None:
     """Fit a rank vector, a depth x rank matrix and a confidence model from a JSONL trace."""
     catalog = catalog_of(ctx)
+    check_output_path(output, "--output")  # before the fit and its bootstrap, not after them
     rounds = [check_round(raw, line) for line, raw in catalog.read_trace(trace)]
     result = fit_profile(rounds, name or click.format_filename(trace).rsplit("/", 1)[-1].rsplit(".", 1)[0],
                          source or f"fitted from {trace}", bootstrap=max(bootstrap, 1), seed=seed)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from dfvg_dse.catalog import HW_KINDS
-from dfvg_dse.cli._base import (MAX_POINTS, catalog_of, cli, emit_json, emit_json_list, emit_table, emit_warnings,
-                              parse_int_list)
+from dfvg_dse.cli._base import (MAX_POINTS, MAX_VALUE, catalog_of, cli, emit_json, emit_json_list, emit_table,
+                              emit_warnings, parse_int_list)
 from dfvg_dse.report import cost_records, device_inputs, hw_record, hw_summary, model_record
 from dfvg_dse.specs import InputError
 from dfvg_dse.units import DTYPE_BYTES, TAGS
@@ -117,7 +117,9 @@ def models_import(ctx: click.Context, config: str, name: str, source: str | None
 @cli.command()
 @click.option("--model", "model_name", required=True, help="Model name (see `models list`).")
 @click.option("--device", "device_name", required=True, help="Device name (see `hw list`).")
-@click.option("--tokens", default="1", show_default=True, help="New tokens per forward n: 4, 1,2,4 or 1-256:x2.")
+@click.option("--tokens", default="1", show_default=True,
+              help=f"New tokens per forward n: 4, 1,2,4 or 1-256:x2 (values up to {MAX_VALUE:.0e}; at most "
+                   f"{MAX_POINTS:,} points of n x c x b per call).")
 @click.option("--context", default="0", show_default=True, help="Tokens already in the KV cache c (same forms).")
 @click.option("--batch", default="1", show_default=True, help="Sequences b (same forms).")
 @click.option("--weight-dtype", type=click.Choice(list(DTYPE_BYTES)), help="Override the model's weight dtype.")

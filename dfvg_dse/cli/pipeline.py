@@ -10,8 +10,9 @@ import click
 from dfvg_dse.acceptance import acceptance_warnings, can_replay
 from dfvg_dse.catalog import Catalog
 from dfvg_dse.files import check_plot_path, write_plot
-from dfvg_dse.cli._base import (catalog_of, cli, emit_json, emit_table, emit_warnings, given_options, progress_line,
-                                refuse_other_rules, refuse_unused)
+from dfvg_dse.acceptance.dynamic import MAX_DUO_GAMMA, MAX_EAGLE2_TOP_K
+from dfvg_dse.cli._base import (SEED, FiniteFloatRange, Temperature, catalog_of, cli, emit_json, emit_table,
+                                emit_warnings, given_options, progress_line, refuse_other_rules, refuse_unused)
 from dfvg_dse.pipeline import estimate
 from dfvg_dse.pipeline.presets import PRESETS
 from dfvg_dse.pipeline.scenarios import Setup, adapt_rule, compare
@@ -42,9 +43,13 @@ def _draft_model(catalog: Catalog, name: str, dtype: str | None, target):
     return model.with_dtypes(dtype or default, dtype or default)
 
 
+_KIND_WORDS = {"gpu": "a GPU", "fpga": "an FPGA", "cpu": "a CPU", "link": "a link"}
+
+
 # The round-time-optimal tree costs one estimate per candidate tree: searched up to this budget and depth.
 OPTIMAL_MAX_BUDGET, OPTIMAL_MAX_DEPTH = 64, 12
 EAGLE2_MAX_DEPTH = 16
+MAX_SYNC_US = 1e6  # --sync-us: a host sync of a whole second per round is past any host; larger is a typo
 
 
 def _refuse_past_cap(ctx, name: str, value: int, cap: int, what: str, hint: str = "") -> None:
@@ -70,16 +75,19 @@ _DRAFT_OPTIONS = ("draft", "draft_device", "link_name", "acceptance_spec", "tree
 @click.option("--acceptance", "acceptance_spec", help="Acceptance SPEC [default: pair:TARGET/DRAFT].")
 @click.option("--tree", "tree_spec", help="A static tree SPEC (chain:4, seq:2x4, ...).")
 @click.option("--dynamic", type=click.Choice(["adapt", "eagle2", "duodecoding"]), help="A dynamic drafting rule.")
-@click.option("--threshold", type=float, default=0.05, show_default=True, help="adapt: tau.")
-@click.option("--temperature", type=float, default=0.0, show_default=True, help="adapt: Gumbel temperature.")
+@click.option("--threshold", type=FiniteFloatRange(), default=0.05, show_default=True, help="adapt: tau, in [0, 1).")
+@click.option("--temperature", type=Temperature(), default=0.0, show_default=True,
+              help="adapt: Gumbel temperature.")
 @click.option("--k-max", type=click.IntRange(1, 1024), help="adapt: per-level cap [default: min(16, lanes) on an FPGA, else 16].")
 @click.option("--budget", type=click.IntRange(1, 512), default=64, show_default=True,
               help="adapt / optimal tree: draft tokens per round.")
 @click.option("--min-depth", type=click.IntRange(1, 64), help="adapt: D_min [default: ceil(T_verify / T_draft_step)].")
 @click.option("--max-depth", type=click.IntRange(1, 64), default=16, show_default=True)
-@click.option("--top-k", type=int, default=10, show_default=True, help="eagle2: top_k.")
-@click.option("--total-tokens", type=int, default=60, show_default=True, help="eagle2: verified tokens.")
-@click.option("--gamma", type=int, default=24, show_default=True, help="duodecoding: draft tokens per round.")
+@click.option("--top-k", type=click.IntRange(1, MAX_EAGLE2_TOP_K), default=10, show_default=True, help="eagle2: top_k.")
+@click.option("--total-tokens", type=click.IntRange(2, 4096), default=60, show_default=True,
+              help="eagle2: verified tokens including the root.")
+@click.option("--gamma", type=click.IntRange(1, MAX_DUO_GAMMA), default=24, show_default=True,
+              help="duodecoding: draft tokens per round.")
 @click.option("--schedule", type=click.Choice(["ar", "sequential", "overlap"]), default="sequential", show_default=True)
 @click.option("--gpu-fill", is_flag=True, help="overlap: the verifier decodes forward while it waits (DFVG).")
 @click.option("--batch", type=click.IntRange(1, 4096), default=1, show_default=True)
@@ -87,15 +95,16 @@ _DRAFT_OPTIONS = ("draft", "draft_device", "link_name", "acceptance_spec", "tree
 @click.option("--target-dtype", type=click.Choice(list(DTYPE_BYTES)))
 @click.option("--draft-dtype", type=click.Choice(list(DTYPE_BYTES)),
               help="[default: the checkpoint's, or the target's when the draft was saved in fp32]")
-@click.option("--attention-efficiency", type=click.FloatRange(0, 1, min_open=True), default=1.0, show_default=True,
+@click.option("--attention-efficiency", type=FiniteFloatRange(0, 1, min_open=True), default=1.0, show_default=True,
               help="Tree attention vs dense (1 = TreeSort blocks, 0.5 = a sparse mask).")
 @click.option("--stochastic", is_flag=True, help="Ship draft probabilities for stochastic verification.")
-@click.option("--sync-us", type=click.FloatRange(0), help="Host sync per round on host-staged links [default: hwdb].")
+@click.option("--sync-us", type=FiniteFloatRange(0, MAX_SYNC_US),
+              help="Host sync per round on host-staged links, in us [default: hwdb].")
 @click.option("--simulate", "run_sim", is_flag=True,
               help="Also run the discrete-event simulator: about 1 s for a static tree, 7 s for a dynamic rule at "
                    "20,000 rounds, up to 40 s at its round limit on a 2-core machine (progress on a terminal).")
 @click.option("--rounds", type=click.IntRange(100, 10**6), default=20000, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.pass_context
 def estimate_cmd(ctx, target, draft, draft_device, verify_device, link_name, acceptance_spec, tree_spec, dynamic,
@@ -108,6 +117,9 @@ def estimate_cmd(ctx, target, draft, draft_device, verify_device, link_name, acc
     catalog = catalog_of(ctx)
     target_model = catalog.model(target).with_dtypes(target_dtype, target_dtype)
     verify = catalog.device(verify_device)
+    if verify.kind == "fpga":  # the FPGA overlays draft; a target verifies on a GPU or CPU
+        raise InputError(f"--verify-device {verify.name}: {_KIND_WORDS[verify.kind]}, not a GPU or CPU (see "
+                         "'dfvg-dse hw list --kind gpu' and '--kind cpu')")
     drafter = catalog.device(draft_device) if draft_device else verify
     sync_s = catalog.defaults().sync_per_round_s if sync_us is None else sync_us * 1e-6
     if schedule == "ar":
@@ -208,9 +220,6 @@ def estimate_cmd(ctx, target, draft, draft_device, verify_device, link_name, acc
                    f"{s['p99_time_per_token_s'] * 1e3:.2f} ms, wasted draft {100 * s['wasted_draft_fraction']:.1f}%")
 
 
-_KIND_WORDS = {"gpu": "a GPU", "fpga": "an FPGA", "cpu": "a CPU", "link": "a link"}
-
-
 def _setup(ctx, target, draft, gpu, fpga, cpu, second_gpu, fpga_link, cpu_link, gpu_link, acceptance_spec, batch,
            context, target_dtype=None, draft_dtype=None) -> Setup:
     catalog = catalog_of(ctx)
@@ -220,8 +229,10 @@ def _setup(ctx, target, draft, gpu, fpga, cpu, second_gpu, fpga_link, cpu_link, 
         if device.kind != kind:
             raise InputError(f"--{kind} {device.name}: {_KIND_WORDS[device.kind]}, not {_KIND_WORDS[kind]} "
                              f"(see 'dfvg-dse hw list --kind {kind}')")
-    if second_gpu and catalog.device(second_gpu).kind != "gpu":
-        raise InputError(f"--second-gpu {second_gpu}: not a GPU (see 'dfvg-dse hw list --kind gpu')")
+    second = catalog.device(second_gpu) if second_gpu else None
+    if second is not None and second.kind != "gpu":
+        raise InputError(f"--second-gpu {second.name}: {_KIND_WORDS[second.kind]}, not a GPU "
+                         "(see 'dfvg-dse hw list --kind gpu')")
     links = {k: catalog.link(v or devices[d].host_link) for k, v, d in (("fpga", fpga_link, "fpga"),
                                                                            ("cpu", cpu_link, "cpu"),
                                                                            ("gpu", gpu_link, "gpu"))}
@@ -231,7 +242,7 @@ def _setup(ctx, target, draft, gpu, fpga, cpu, second_gpu, fpga_link, cpu_link, 
                      "choose a --pair that has one (see 'dfvg-dse acceptance list')"),
                  devices["gpu"], devices["fpga"],
                  devices["cpu"], links["fpga"], links["cpu"], links["gpu"],
-                 catalog.device(second_gpu) if second_gpu else None, batch, context,
+                 second, batch, context,
                  catalog.defaults().sync_per_round_s)
 
 

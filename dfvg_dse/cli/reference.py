@@ -13,9 +13,11 @@ import click
 import numpy as np
 
 from dfvg_dse.catalog.checkpoints import forward_settings
-from dfvg_dse.cli._base import catalog_of, cli, emit_json, emit_table, progress_line, refuse_other_rules, refuse_unused
+from dfvg_dse.cli._base import (SEED, FiniteFloatRange, Temperature, catalog_of, cli, emit_json, emit_table,
+                                progress_line, refuse_other_rules, refuse_unused)
 from dfvg_dse.cli.decoding import _tree
 from dfvg_dse.export import write_jsonl, write_records
+from dfvg_dse.files import check_output_path
 from dfvg_dse.reference import Model, ReferenceConfig, Sampling, greedy_agreement
 from dfvg_dse.reference.sampling import VERIFICATIONS
 from dfvg_dse.reference.stages import SCHEDULES, Job, LinkEmulation, RunResult, StageError, TwoStageRuntime
@@ -98,13 +100,13 @@ def _run(runtime: TwoStageRuntime, job: Job) -> RunResult:
 def _decoding_options(command):
     """Options shared by generate and bench: how tokens are sampled, drafted and moved."""
     options = [
-        click.option("--temperature", type=click.FloatRange(0), default=0.0, show_default=True,
+        click.option("--temperature", type=Temperature(), default=0.0, show_default=True,
                      help="Sampling temperature (0 = greedy)."),
-        click.option("--top-p", type=click.FloatRange(0, 1, min_open=True), default=1.0, show_default=True,
+        click.option("--top-p", type=FiniteFloatRange(0, 1, min_open=True), default=1.0, show_default=True,
                      help="Nucleus sampling: keep the most likely tokens up to this mass."),
         click.option("--verification", type=click.Choice(VERIFICATIONS), default="sequoia", show_default=True,
                      help="Sampled static trees: siblings drawn without (sequoia) or with (specinfer) replacement."),
-        click.option("--seed", type=int, default=0, show_default=True),
+        click.option("--seed", type=SEED, default=0, show_default=True),
         click.option("--link", "link_name", help="Emulate this hwdb link's latency and bandwidth [default: none]."),
         click.option("--no-pin", is_flag=True, help="Do not pin the two stage processes to separate cores."),
     ]
@@ -122,9 +124,9 @@ def _dynamic_options(command):
     adapt, eagle2 = DEFAULT_RULES["adapt"], DEFAULT_RULES["eagle2"]
     options = [
         click.option("--dynamic", type=click.Choice(["adapt", "eagle2"]), help="Draft dynamic trees instead of --tree."),
-        click.option("--threshold", type=click.FloatRange(0, 1, max_open=True), default=adapt.threshold, show_default=True,
-                     help="adapt: tau, keep children with confidence above it."),
-        click.option("--gumbel-temperature", type=click.FloatRange(0), default=adapt.temperature, show_default=True,
+        click.option("--threshold", type=FiniteFloatRange(0, 1, max_open=True), default=adapt.threshold,
+                     show_default=True, help="adapt: tau, keep children with confidence above it."),
+        click.option("--gumbel-temperature", type=Temperature(), default=adapt.temperature, show_default=True,
                      help="adapt: Gumbel top-k temperature (0 = top-k)."),
         click.option("--k-max", type=click.IntRange(1, 64), default=adapt.k_max, show_default=True, help="adapt: per-level cap."),
         click.option("--budget", type=click.IntRange(1, 256), default=adapt.budget, show_default=True,
@@ -185,6 +187,8 @@ def reference_generate(ctx, target, draft, prompt, prompt_ids, max_new_tokens, m
         refuse_unused(ctx, ["draft", "tree_spec", "dynamic", "threshold", "gumbel_temperature", "k_max", "budget",
                             "min_depth", "max_depth", "top_k", "depth", "total_tokens", "schedule", "verification",
                             "link_name", "trace_path"], "with --mode ar (autoregressive decoding drafts nothing)")
+    if trace_path:
+        check_output_path(trace_path, "--trace")  # before the decoding, not after it
     if mode == "spec":
         target_model, draft_model, text = _load_pair(ctx, target, draft)
     else:
@@ -264,6 +268,7 @@ def reference_bench(ctx, target, draft, prompts_path, count, max_new_tokens, tre
     With the defaults (4 prompts x 3 repeats x 9 configurations) about half a minute on a 2-core
     machine (measured: 33 s), progress on a terminal's stderr."""
     catalog = catalog_of(ctx)
+    check_output_path(output, "--output")  # before half a minute of decoding, not after it
     target_model, draft_model, text = _load_pair(ctx, target, draft)
     if text is None:
         raise InputError("reference bench: prompts are text; the target needs a tokenizer.json or a byte vocabulary")

@@ -11,7 +11,9 @@ from pathlib import Path
 import click
 
 from dfvg_dse import __version__, export
-from dfvg_dse.cli._base import catalog_of, cli, emit_json
+from dfvg_dse.catalog import CatalogError
+from dfvg_dse.catalog.studies import check_study
+from dfvg_dse.cli._base import SEED, catalog_of, cli, emit_json
 from dfvg_dse.pipeline.grid import FAMILIES, SCHEDULE_CHOICES, SearchSpace
 from dfvg_dse.pipeline.pareto import hypervolume
 from dfvg_dse.report.engines import FORMATS, engine_config
@@ -23,33 +25,23 @@ from dfvg_dse.specs import InputError
 
 DEFAULTS = {"target": "qwen3-8b", "draft": "qwen3-0.6b", "target_dtype": "float16", "draft_dtype": "bfloat16",
             "verify_devices": ["rtx-4090"], "draft_devices": ["v80", "u280", "rtx-4090", "xeon-silver-4310"]}
-SPACE_KEYS = {"families": str, "widths": int, "depths": int, "budgets": int, "thresholds": float,
-              "window_ratios": float, "temperatures": float, "schedules": str, "batches": int,
-              "fpga_pe_fractions": float,
-              "fpga_clocks_mhz": float}
-
-
-RANGES = {"widths": (1, None), "depths": (1, None), "budgets": (1, None), "batches": (1, None),
-          "thresholds": (0.0, 0.999), "window_ratios": (1e-6, None), "temperatures": (0.0, None),
-          "fpga_pe_fractions": (1e-6, 1.0), "fpga_clocks_mhz": (1e-6, None)}
 
 
 def _request(ctx, study: str | None, target, draft, acceptance, verify: tuple, drafts: tuple) -> dict:
-    """What the user asked for: the parsed study file and the flags (kept in the manifest for --resume)."""
-    return {"study": catalog_of(ctx).read_study(study) if study else {}, "study_path": study, "target": target,
-            "draft": draft, "acceptance": acceptance, "verify": list(verify), "drafts": list(drafts)}
+    """What the user asked for: the study file, checked and typed (Catalog.read_study), and the flags
+    (kept in the manifest for --resume)."""
+    choices = {"families": FAMILIES, "schedules": SCHEDULE_CHOICES}
+    return {"study": catalog_of(ctx).read_study(study, choices) if study else {}, "study_path": study,
+            "target": target, "draft": draft, "acceptance": acceptance, "verify": list(verify), "drafts": list(drafts)}
 
 
 def _space(ctx, request: dict) -> tuple[SearchSpace, dict]:
-    """A SearchSpace from the shipped defaults, a study file and the flags (flags win)."""
+    """A SearchSpace from the shipped defaults, the checked study document and the flags (flags win)."""
     catalog = catalog_of(ctx)
     doc, study = request["study"], request["study_path"] or "study"
     target, draft, acceptance = request["target"], request["draft"], request["acceptance"]
     verify, drafts = request["verify"], request["drafts"]
-    for table in ("models", "hardware", "space"):
-        if not isinstance(doc.get(table, {}), dict):
-            raise InputError(f"{study}: [{table}] must be a table")
-    models, hardware, space = doc.get("models", {}), doc.get("hardware", {}), dict(doc.get("space", {}))
+    models, hardware, space = doc.get("models", {}), doc.get("hardware", {}), doc.get("space", {})
     chosen = {"target": target or models.get("target", DEFAULTS["target"]),
               "draft": draft or models.get("draft", DEFAULTS["draft"]),
               "target_dtype": models.get("target_dtype", DEFAULTS["target_dtype"]),
@@ -57,44 +49,52 @@ def _space(ctx, request: dict) -> tuple[SearchSpace, dict]:
               "verify_devices": list(verify) or hardware.get("verify_devices", DEFAULTS["verify_devices"]),
               "draft_devices": list(drafts) or hardware.get("draft_devices", DEFAULTS["draft_devices"])}
     chosen["acceptance"] = acceptance or models.get("acceptance", f"pair:{chosen['target']}/{chosen['draft']}")
-    kwargs = {}
-    for key, value in space.items():
-        if key == "context":
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise InputError(f"{study}: [space] context = {value!r}: needs an integer >= 0")
-            kwargs[key] = value
-            continue
-        if key not in SPACE_KEYS:
-            raise InputError(f"{study}: [space] {key}: unknown; allowed: context, {', '.join(SPACE_KEYS)}")
-        if not isinstance(value, list) or not value or not all(isinstance(v, (int, float, str)) for v in value):
-            raise InputError(f"{study}: [space] {key} = {value!r}: needs a non-empty list")
-        kwargs[key] = tuple(SPACE_KEYS[key](v) for v in value)
-        low, high = RANGES.get(key, (None, None))
-        bad = [v for v in kwargs[key] if (low is not None and v < low) or (high is not None and v > high)]
-        if bad:
-            raise InputError(f"{study}: [space] {key}: {bad[0]!r} is out of range "
-                             f"({'>= ' + str(low) if low is not None else ''}{', <= ' + str(high) if high else ''})")
-    for key, allowed in (("families", FAMILIES), ("schedules", SCHEDULE_CHOICES)):
-        bad = [v for v in kwargs.get(key, ()) if v not in allowed]
-        if bad:
-            raise InputError(f"{study}: [space] {key}: {bad[0]!r} is not one of {', '.join(allowed)}")
-    target_model = catalog.model(chosen["target"]).with_dtypes(chosen["target_dtype"], chosen["target_dtype"])
-    draft_model = catalog.model(chosen["draft"]).with_dtypes(chosen["draft_dtype"], chosen["draft_dtype"])
-    verifiers = tuple(catalog.device(n) for n in chosen["verify_devices"])
-    drafters = tuple(catalog.device(n) for n in chosen["draft_devices"])
+
+    def from_study(where: str | None, lookup, *args):
+        """`lookup(*args)`; when the value came from the study file, its error names the file and key."""
+        try:
+            return lookup(*args)
+        except (CatalogError, InputError) as err:
+            if where is None:
+                raise
+            raise CatalogError(f"{study}: {where}: {err}") from None
+
+    def key(table: str, name: str, flag, index: int | None = None) -> str | None:
+        """The study key a chosen value came from, or None (a flag or a default)."""
+        if flag or name not in doc.get(table, {}):
+            return None
+        return f"[{table}] {name}" + (f"[{index}]" if index is not None else "")
+
+    target_model = from_study(key("models", "target", target), catalog.model, chosen["target"]) \
+        .with_dtypes(chosen["target_dtype"], chosen["target_dtype"])
+    draft_model = from_study(key("models", "draft", draft), catalog.model, chosen["draft"]) \
+        .with_dtypes(chosen["draft_dtype"], chosen["draft_dtype"])
+    verifiers = tuple(from_study(key("hardware", "verify_devices", verify, i), catalog.device, n)
+                      for i, n in enumerate(chosen["verify_devices"]))
+    drafters = tuple(from_study(key("hardware", "draft_devices", drafts, i), catalog.device, n)
+                     for i, n in enumerate(chosen["draft_devices"]))
     if any(v.kind == "fpga" for v in verifiers):
-        raise InputError("--verify-device: the target verifies on a GPU or CPU, not an FPGA")
+        where = key("hardware", "verify_devices", verify)
+        raise InputError(f"{study + ': ' + where if where else '--verify-device'}: the target verifies on a GPU "
+                         "or CPU, not an FPGA")
     links = hardware.get("links", {})
+    unused = [name for name in links if name not in chosen["draft_devices"]]
+    if unused and not drafts:  # a typo would leave the device on its host link without a word
+        raise InputError(f"{study}: [hardware] links.{unused[0]}: not one of the draft devices "
+                         f"({', '.join(chosen['draft_devices'])})")
     link_specs = []
     for d in drafters:
         name = links.get(d.name) or d.host_link
         if name is None and d.name not in {v.name for v in verifiers}:
             raise InputError(f"no link for draft device '{d.name}': name one under [hardware] links")
         if name is not None:
-            link_specs.append((d.name, catalog.link(name)))
+            where = f"[hardware] links.{d.name}" if d.name in links else None
+            link_specs.append((d.name, from_study(where, catalog.link, name)))
     defaults = catalog.defaults()
     given = acceptance or models.get("acceptance")
-    profile = catalog.acceptance(given) if given else catalog.pair_profile(chosen["target"], chosen["draft"])
+    profile = from_study(key("models", "acceptance", acceptance), catalog.acceptance, given) if given \
+        else catalog.pair_profile(chosen["target"], chosen["draft"])
+    kwargs = {name: value if name == "context" else tuple(value) for name, value in space.items()}
     result = SearchSpace(target_model, draft_model, profile, verifiers, drafters,
                          tuple(link_specs), sync_s=defaults.sync_per_round_s, record_bytes=defaults.token_record_bytes,
                          **kwargs)
@@ -115,7 +115,9 @@ def _progress(total: int, already: int, quiet: bool):
 
 
 def _finish_run(path: Path, study, space: SearchSpace, chosen: dict, request: dict, seed: int, sampler: str,
-                url: str, started: float) -> dict:
+                url: str, started: float, created: str) -> dict:
+    """Every file of the run from its study, the manifest last: until it says finished, readers
+    (export, pareto) refuse the folder, so a kill while these are written leaves no mixed run."""
     frame = trials_frame(study)
     info = pareto_info(frame)
     for column in ("parents", "ranks"):  # lists as JSON text in the tables
@@ -152,8 +154,8 @@ def _finish_run(path: Path, study, space: SearchSpace, chosen: dict, request: di
         summary["grid_points"] = len(grid)
         summary["hypervolume_fraction"] = hypervolume(found, reference) / hypervolume(exact, reference) \
             if len(found) else 0.0
-    manifest = {"kind": "search", "version": __version__, "created": datetime.now(timezone.utc).isoformat(),
-                "seed": seed, "sampler": sampler, "storage": url, "inputs": chosen, "request": request,
+    manifest = {"kind": "search", "status": "finished", "version": __version__, "created": created,
+                "finished": datetime.now(timezone.utc).isoformat(), "seed": seed, "sampler": sampler, "storage": url, "inputs": chosen, "request": request,
                 "space": {k: list(v) if isinstance(v, tuple) else v for k, v in _space_summary(space).items()},
                 "git_revision": _git_revision(), "summary": summary}
     export.write_json(path / "manifest.json", manifest)
@@ -213,7 +215,7 @@ def _design(row, space: SearchSpace, chosen: dict) -> dict:
 @click.option("--verify-device", multiple=True, help="Verifier choices (repeat) [default: rtx-4090].")
 @click.option("--draft-device", multiple=True, help="Drafter choices (repeat) [default: v80, u280, rtx-4090, xeon].")
 @click.option("--trials", type=click.IntRange(1, 10**6), default=500, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Worker i of --n-workers uses SEED + i.")
 @click.option("--sampler", type=click.Choice(SAMPLERS), default="nsga2", show_default=True)
 @click.option("--results-dir", help="Where runs go [env DFVG_DSE_RESULTS_DIR; default ./results].")
 @click.option("--run-id", help="Run folder name [default: search-<UTC time>; with --resume: the latest run].")
@@ -233,7 +235,9 @@ def search_cmd(ctx, study, target, draft, acceptance, verify_device, draft_devic
     request = _request(ctx, study, target, draft, acceptance, verify_device, draft_device)
     joining = resume and storage is not None and not (base / run_id).is_dir()  # another machine's study
     if resume and not joining:
-        saved = export.read_manifest(base / run_id).get("request")  # the space the run was started with
+        # the space the run was started with (none when it was killed before its manifest was written)
+        saved = export.read_manifest(base / run_id).get("request") if (base / run_id / "manifest.json").is_file() \
+            else None
         given = study or target or draft or acceptance or verify_device or draft_device
         if saved is None and not given:
             raise InputError(f"{base / run_id}: its manifest has no saved request; pass the same --study and flags")
@@ -241,6 +245,11 @@ def search_cmd(ctx, study, target, draft, acceptance, verify_device, draft_devic
                 {k: v for k, v in saved.items() if k != "study_path"}:
             raise InputError(f"--resume: the study file or flags differ from those run '{run_id}' started with; "
                              "resume with the same ones, or with none")
+        if saved is not None:  # a manifest may be old or edited by hand: its study is checked like a file
+            if not isinstance(saved, dict) or not isinstance(saved.get("study", {}), dict):
+                raise InputError(f"{base / run_id / 'manifest.json'}: request: not a saved search request")
+            saved = {**saved, "study": check_study(base / run_id / "manifest.json", saved.get("study", {}),
+                                                   {"families": FAMILIES, "schedules": SCHEDULE_CHOICES})}
         request = saved or request
     space, chosen = _space(ctx, request)
     if storage and not resume:  # a bad URL or a taken study name fails before any folder is touched
@@ -249,17 +258,21 @@ def search_cmd(ctx, study, target, draft, acceptance, verify_device, draft_devic
                              "or choose another --run-id")
     path = export.run_dir(base, run_id, force=force, resume=resume and not joining)
     url = storage or f"sqlite:///{(path / 'study.db').resolve()}"
-    if not resume or joining:
-        export.write_json(path / "manifest.json", {"kind": "search", "status": "running", "seed": seed,
-                                                   "sampler": sampler, "storage": url, "inputs": chosen,
-                                                   "request": request})
+    # "running" until every file agrees (the manifest is written last); a resume keeps the creation time
+    previous = export.read_manifest(path) if resume and not joining and (path / "manifest.json").is_file() else {}
+    created = previous.get("created") or datetime.now(timezone.utc).isoformat()
+    export.write_json(path / "manifest.json", {"kind": "search", "status": "running", "created": created,
+                                               "seed": seed, "sampler": sampler, "storage": url, "inputs": chosen,
+                                               "request": request})
     bar, advance = _progress(trials, 0, as_json)
+    if resume and not joining and not storage and not study_exists(url, run_id):
+        resume = False  # killed before its study was created: start it in the folder
     try:
         study_obj = run_search(space, url, run_id, trials, seed, sampler, resume, n_workers, advance)
     finally:
         if bar is not None:
             bar.render_finish()
-    summary = _finish_run(path, study_obj, space, chosen, request, seed, sampler, url, started)
+    summary = _finish_run(path, study_obj, space, chosen, request, seed, sampler, url, started, created)
     export.drop_replaced(path)
     if as_json:
         emit_json(summary)
@@ -307,14 +320,7 @@ def sweep_cmd(ctx, study, target, draft, acceptance, verify_device, draft_device
     info = pareto_info(grid)
     front = grid.iloc[info.front]
     run_id = run_id or "sweep-" + datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    path = export.run_dir(export.results_dir(results_dir), run_id, force=force)
-    export.write_table(path / "pareto.csv", front)
-    if save_grid:
-        export.write_table(path / "grid.csv", grid)
-    title = f"{chosen['target']} / {chosen['draft']}: exact front of {len(grid):,} grid points"
-    for suffix in ("png", "svg"):
-        export.write_plot(path / f"pareto.{suffix}", lambda tmp: plot_pareto(info, tmp, title))
-    summary = {"run_dir": str(path), "grid_points": len(grid), "feasible": len(feasible), "pareto_size": len(front),
+    summary = {"grid_points": len(grid), "feasible": len(feasible), "pareto_size": len(front),
                "evaluation_seconds": round(seconds, 3),
                "max_tokens_per_s_per_sequence": float(feasible["tokens_per_s_per_sequence"].max())
                if len(feasible) else None,
@@ -326,11 +332,23 @@ def sweep_cmd(ctx, study, target, draft, acceptance, verify_device, draft_device
         exact = feasible[["tokens_per_s_per_sequence", "j_per_token"]].to_numpy()
         reference = (0.0, float(exact[:, 1].max()) * 1.1)
         summary["hypervolume_fraction"] = hypervolume(found, reference) / hypervolume(exact, reference)
-    export.drop_replaced(path)
-    export.write_json(path / "manifest.json", {"kind": "sweep", "version": __version__,
-                                               "created": datetime.now(timezone.utc).isoformat(), "inputs": chosen,
-                                               "space": _space_summary(space), "git_revision": _git_revision(),
-                                               "summary": summary})
+    path = export.run_dir(export.results_dir(results_dir), run_id, force=force)
+    summary = {"run_dir": str(path), **summary}
+    title = f"{chosen['target']} / {chosen['draft']}: exact front of {len(grid):,} grid points"
+    try:  # a sweep costs seconds: a folder that could not be completed goes, and a replaced run comes back
+        export.write_table(path / "pareto.csv", front)
+        if save_grid:
+            export.write_table(path / "grid.csv", grid)
+        for suffix in ("png", "svg"):
+            export.write_plot(path / f"pareto.{suffix}", lambda tmp: plot_pareto(info, tmp, title))
+        export.write_json(path / "manifest.json", {"kind": "sweep", "version": __version__,
+                                                   "created": datetime.now(timezone.utc).isoformat(),
+                                                   "inputs": chosen, "space": _space_summary(space),
+                                                   "git_revision": _git_revision(), "summary": summary})
+    except BaseException:
+        export.abandon_run(path)
+        raise
+    export.drop_replaced(path)  # only now is the new run complete
     if as_json:
         emit_json(summary)
         return

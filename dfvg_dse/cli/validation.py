@@ -15,6 +15,7 @@ from dfvg_dse.cli.pipeline import _setup
 from dfvg_dse.cli.reference import _load_pair
 from dfvg_dse.catalog.profiles import profile_document, trace_lines
 from dfvg_dse.export import write_json, write_jsonl, write_markdown_table, write_plot, write_records
+from dfvg_dse.files import check_output_folder
 from dfvg_dse.pipeline.scenarios import compare as compare_scenarios
 from dfvg_dse.pipeline.presets import PRESETS
 from dfvg_dse.report.plots import plot_validation
@@ -142,6 +143,7 @@ def calibrate_cmd(ctx, quick, count, out_dir, as_json):
     About 1 minute on a 2-core machine with the default 8 prompts (progress on a terminal's
     stderr). A value at a bound of its range, or a fit with a large rms error, is a warning; a
     suspect fit (docs/validation.md) exits 1, its files written and marked SUSPECT."""
+    check_output_folder(out_dir, "--out")  # before a minute of decoding, not after it
     with progress_line("calibrate", as_json) as progress:
         *_, result, stamp = _calibrate(ctx, quick, count, progress)
     written = _write_calibration(Path(out_dir), result, stamp)
@@ -198,6 +200,7 @@ def validate_cmd(ctx, quick, count, with_anchors, out_dir, as_json):
     suspect fit (docs/validation.md: rms error past 50%, the pipe's latency or bandwidth clamped
     into its range even on a second measurement, a per-message overhead at 0) does not pass: each
     suspect fit is one line naming the parameter, its value and the bound, and the exit code is 1."""
+    check_output_folder(out_dir, "--out")  # before a minute of decoding, not after it
     with progress_line("validate: calibration", as_json) as progress:
         target, draft, text, specs, calibration, stamp = _calibrate(ctx, quick, 3 if quick else 8, progress)
     out = Path(out_dir)

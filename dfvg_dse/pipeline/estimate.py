@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -57,6 +58,10 @@ def estimate(config: DecodeConfig, baseline_ar_tokens_per_s: float | None = None
     if reason:
         return Estimate(config.name, config.schedule, False, reason, warnings=warnings)
     tokens_per_s = line.tokens / line.cycle_s
+    if not (math.isfinite(line.cycle_s) and math.isfinite(tokens_per_s) and tokens_per_s > 0):
+        # an input no finite machine has (sync_s = inf, a zero rate): never "feasible at 0 or nan tokens/s"
+        return Estimate(config.name, config.schedule, False, f"a round takes {line.cycle_s:g} s for {line.tokens:g} "
+                        f"tokens: not a finite rate (sync_s = {config.sync_s:g} s)", warnings=warnings)
     ar = config.batch / times.ar_step_s
     power = energy(config, times, line)
     link = None

@@ -16,10 +16,17 @@ def _pyplot():
 
 
 def _save(plt, fig, path: str | Path) -> None:
-    """Lay out, write in the format the suffix names (PNG without one) and free the figure."""
-    fig.tight_layout()
-    fig.savefig(path, dpi=120, format=Path(path).suffix.lstrip(".") or "png")
-    plt.close(fig)
+    """Lay out, write in the format the suffix names (PNG without one) and free the figure.
+
+    A backend that fails while rendering the file (an image too large for Agg, a libpng error)
+    raises OSError, as a failed write does, so the writer names the file in one line."""
+    try:
+        fig.tight_layout()
+        fig.savefig(path, dpi=120, format=Path(path).suffix.lstrip(".") or "png")
+    except (ValueError, RuntimeError, MemoryError) as err:
+        raise OSError(f"the plot backend failed: {err}") from err
+    finally:
+        plt.close(fig)
 
 def plot_compare(rows: list[dict], path: str | Path, title: str) -> None:
     """Bars of speedup and energy efficiency against AR for every scenario (feasible ones)."""

@@ -19,10 +19,11 @@ that size is built, so a typo such as chain:1000000000 is one line, not gigabyte
 from __future__ import annotations
 
 import ast
+import math
 import re
 
 from dfvg_dse.specs import InputError, TreeSpec
-from dfvg_dse.specs.hardware import MAX_SHOWN
+from dfvg_dse.specs.hardware import MAX_SHOWN, shorten
 from dfvg_dse.specs.hardware import show_value as shown
 
 MAX_TREE_TOKENS = 4096  # draft tokens (nodes without the root); also tree optimize's --budget cap
@@ -56,7 +57,7 @@ def kary(k: int, depth: int) -> TreeSpec:
     """The full k-ary tree of the given depth (levels below the root), in level order."""
     _check_positive("branching", k)
     _check_positive("depth", depth)
-    _check_size(1 if depth > MAX_TREE_DEPTH else _kary_nodes(k, depth), depth)
+    _check_size(1 if depth > MAX_TREE_DEPTH else _kary_nodes(k, depth), depth)  # too deep is said first
     choices = [[]]
     frontier = [[]]
     for _ in range(depth):
@@ -125,14 +126,19 @@ def from_parents(parents, ranks=None, name: str = "") -> TreeSpec:
 
 def from_document(data: dict, name: str = "") -> TreeSpec:
     """A tree document (a file's `parents` + optional `ranks`, or `choices`) -> TreeSpec; with both
-    (an exported design), the parents win."""
-    if "choices" in data and "parents" not in data:
-        choices = data["choices"]
-        return from_choices(choices if isinstance(choices, list) else _literal(str(choices), "choices"), name)
-    parents = data["parents"]
-    if not isinstance(parents, list) or not all(isinstance(p, int) and not isinstance(p, bool) for p in parents):
-        raise InputError(f"tree {shown(name) if name else 'file'}: 'parents' must be a list of integers")
-    return from_parents(parents, data.get("ranks"), name)
+    (an exported design), the parents win. Errors start with `name` (the file) when one is given."""
+    try:
+        if "choices" in data and "parents" not in data:
+            choices = data["choices"]
+            return from_choices(choices if isinstance(choices, list) else _literal(str(choices), "choices"), name)
+        parents = data["parents"]
+        if not isinstance(parents, list) or not all(isinstance(p, int) and not isinstance(p, bool) for p in parents):
+            raise InputError("tree file: 'parents' must be a list of integers")
+        return from_parents(parents, data.get("ranks"), name)
+    except InputError as err:
+        if not name:
+            raise
+        raise InputError(f"{shorten(name, 200, keep_end=True)}: {err}") from None  # a path: its end says most
 
 
 _FAMILY = re.compile(r"^(chain):(\d+)$|^(seq|kary):(\d+)x(\d+)$")
@@ -193,21 +199,23 @@ def _check_positive(what: str, value: int) -> None:
         raise InputError(f"tree: {what} must be >= 1, got {value}")
 
 
+TOO_MANY_NODES = 10**12  # a count past this is only "more than 10^12" (never built, never printed in full)
+
+
 def _kary_nodes(k: int, depth: int) -> int:
-    """Nodes of the full k-ary tree of `depth` levels, counted only until past the limit."""
-    nodes, level = 1, 1
-    for _ in range(depth):
-        level *= k
-        nodes += level
-        if nodes > MAX_TREE_TOKENS + 1:
-            break
-    return nodes
+    """Nodes of the full k-ary tree of `depth` levels, 1 + k + ... + k^depth = (k^(depth+1) - 1) / (k - 1),
+    in closed form; TOO_MANY_NODES once past it, decided by logarithms before any power is taken."""
+    if k == 1:
+        return min(depth + 1, TOO_MANY_NODES)
+    if (depth + 1) * math.log10(k) > 13:  # k^(depth+1) > 10^13, so the count is past 10^12
+        return TOO_MANY_NODES
+    return min((k ** (depth + 1) - 1) // (k - 1), TOO_MANY_NODES)
 
 
 def _check_size(nodes: int, depth: int = 0) -> None:
     """At most MAX_TREE_TOKENS draft tokens and MAX_TREE_DEPTH levels (module docstring)."""
     if nodes - 1 > MAX_TREE_TOKENS:
-        count = f"{nodes - 1:,}" if nodes < 10**12 else "more than 10^12"
+        count = f"{nodes - 1:,}" if nodes < TOO_MANY_NODES else "more than 10^12"
         raise InputError(f"tree: {count} draft tokens; at most {MAX_TREE_TOKENS} (and depth {MAX_TREE_DEPTH}) "
                          "are supported")
     if depth > MAX_TREE_DEPTH:

@@ -8,13 +8,14 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from dfvg_dse.acceptance import replay
+from cli_checks import one_line_error
+from dfvg_dse.acceptance import check_round, replay
 from dfvg_dse.catalog import Catalog
 from dfvg_dse.catalog.lookup import write_toml_atomic
 from dfvg_dse.catalog.profiles import profile_document, trace_lines
 from dfvg_dse.cli import cli
 from dfvg_dse.export import write_jsonl
-from dfvg_dse.specs import AcceptanceProfile, AcceptanceTrace
+from dfvg_dse.specs import AcceptanceProfile, AcceptanceTrace, InputError
 from dfvg_dse.tree import parse_tree_spec
 
 
@@ -119,3 +120,59 @@ def test_top_probs_on_some_runs_only_and_a_one_token_run_are_refused(tmp_path):
     path.write_text(path.read_text().replace("run_tokens = 52", "run_tokens = 1"))
     result = CliRunner().invoke(cli, ["acceptance", "show", str(path)])
     assert result.exit_code == 2 and "integer >= 2" in result.stderr
+
+
+GOOD_ROUND = {"parents": [-1, 0, 0, 1], "ranks": [0, 0, 1, 0], "confidences": [1.0, 0.8, 0.1, 0.6], "accepted": [0, 1, 3]}
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"ranks": [0, "a", 1, 0]}, "ranks[1]"),
+    ({"ranks": 5}, "ranks"),
+    ({"ranks": [0, -1, 1, 0]}, "ranks[1]"),  # would count in the last rank's slot
+    ({"ranks": [0, 0, 0, 0]}, "ranks[2]"),  # two rank-0 children of the root
+    ({"ranks": [0, 0, 1]}, "ranks"),
+    ({"parents": [-1, 0, 0, True]}, "parents[3]"),
+    ({"parents": [-1, 0, 3, 1]}, "parents[2]"),
+    ({"accepted": [0, 1.0]}, "accepted[1]"),
+    ({"accepted": [0, 2, 3]}, "accepted[2]"),
+    ({"confidences": ["0.5", 1, 1, 1]}, "confidences[0]"),
+    ({"confidences": [1.0, 0.5]}, "confidences"),
+    ({"parents": None}, "parents"),
+])
+def test_acceptance_fit_names_the_trace_file_line_and_field(run, tmp_path, change, field):
+    trace = tmp_path / "rounds.jsonl"
+    bad = {k: v for k, v in {**GOOD_ROUND, **change}.items() if v is not None}
+    trace.write_text(json.dumps(GOOD_ROUND) + "\n\n" + json.dumps(bad) + "\n")
+    result = run("acceptance", "fit", str(trace), "-o", str(tmp_path / "p.toml"), "--bootstrap", "10")
+    line = one_line_error(result, f"field '{field}'")
+    assert line.startswith(f"Error: {trace}:3: ")  # the blank line 2 still counts
+    assert not (tmp_path / "p.toml").exists()
+
+
+def test_a_trace_without_rounds_names_its_file(run, tmp_path):
+    trace = tmp_path / "empty.jsonl"
+    trace.write_text("\n")
+    one_line_error(run("acceptance", "fit", str(trace), "-o", str(tmp_path / "p.toml")), f"{trace}: no rounds")
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"ranks": [0, 0, 0, 0]}, "distinct among siblings"),
+    ({"ranks": [0, -1, 1, 0]}, "integers >= 0"),
+    ({"parents": [-1, 0, 0, True]}, "earlier nodes"),
+    ({"confidences": ["1", 1, 1, 1]}, "list of numbers"),
+])
+def test_rounds_built_in_memory_are_checked_the_same(change, message):
+    with pytest.raises(InputError, match=message):
+        check_round({**GOOD_ROUND, **change}, "decoder:4")
+
+
+@pytest.mark.parametrize("line, field", [
+    ({"accept_probs": [0.0] + [0.5] * 60, "bonus_probs": [0.0] * 70}, "bonus_probs"),  # ragged
+    ({"accept_probs": [0.0] + [0.5] * 70, "bonus_probs": [0.0] * 61}, "bonus_probs"),
+    ({"accept_probs": [0.0] + [0.5] * 60}, "bonus_probs"),
+    ({"ranks": [-1] + [0] * 60, "bonus_probs": [0.0] * 61}, "accept_probs"),
+    ({"ranks": [-1, 0, -1] + [0] * 60}, "ranks[2]"),  # -1 past position 0
+])
+def test_a_profile_trace_refuses_ragged_runs_and_negative_ranks(run, tmp_path, line, field):
+    path = _write(tmp_path, _greedy_trace(), lines=[line])
+    one_line_error(run("acceptance", "show", str(path)), "traced.trace.jsonl:1", f"field '{field}'")

@@ -82,9 +82,9 @@ def test_search_is_deterministic_and_persists_every_trial(small_space, tmp_path)
 def test_resume_continues_to_the_target_without_losing_trials(small_space, tmp_path):
     url = f"sqlite:///{tmp_path / 'r.db'}"
     first = run_search(small_space, url, "r", 25, seed=1)
-    before = Counter((json.dumps(t.params, sort_keys=True), tuple(t.values)) for t in first.get_trials())
+    before = Counter((json.dumps(t.params, sort_keys=True), tuple(t.values)) for t in first.get_trials(states=(optuna.trial.TrialState.COMPLETE,)))
     again = run_search(small_space, url, "r", 60, seed=1, resume=True)
-    after = Counter((json.dumps(t.params, sort_keys=True), tuple(t.values)) for t in again.get_trials())
+    after = Counter((json.dumps(t.params, sort_keys=True), tuple(t.values)) for t in again.get_trials(states=(optuna.trial.TrialState.COMPLETE,)))
     assert completed(again) == 60 and not before - after
 
 

@@ -1,21 +1,16 @@
-"""Design-space search: the sole optuna user (docs/search.md).
+"""Designs of the search space as Optuna trials (docs/search.md).
 
 `suggest_point` is the only place parameter names are spelled. The objective returns tokens/s (to
 maximise) and J/token (to minimise) from the vectorised closed forms of pipeline/grid.py;
 constraints (a level wider than the FPGA's lanes, memory that does not fit, overlap on one device)
 go through Optuna's constraints mechanism, <= 0 feasible, and every trial keeps its reason.
-Studies live in an RDB storage (SQLite in the run folder by default, any SQLAlchemy URL such as
-postgresql+psycopg2://...), so a killed run resumes without losing a completed trial, and several
-processes can work on one study.
 """
 
 from __future__ import annotations
 
 import json
-import multiprocessing
-import warnings
 from functools import lru_cache
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import optuna
@@ -23,15 +18,12 @@ import pandas as pd
 
 from dfvg_dse.pipeline.grid import (SCHEDULE_CHOICES, SearchSpace, adapt_estimate, adapt_rule, build_grid,
                                     build_shapes, draft_variants, evaluate_points, fpga_variant, shape_key)
-from dfvg_dse.pipeline.pareto import pareto_mask
 from dfvg_dse.specs import DecodeConfig, InputError, SystemSpec
 from dfvg_dse.tree import greedy_tree
 
-SAMPLERS = ("nsga2", "tpe", "random", "qmc")
 # Per-sequence speed, not the batch's aggregate: with an aggregate a larger batch would win both
 # objectives and the front would collapse; per sequence, batch trades speed for energy.
 OBJECTIVE_NAMES = ("tokens_per_s_per_sequence", "j_per_token")
-DIRECTIONS = ("maximize", "minimize")
 INFEASIBLE_VALUES = (0.0, 1e9)  # objective values reported for points that cannot be evaluated at all
 
 
@@ -178,7 +170,7 @@ def _evaluate_adapt(space: SearchSpace, point: dict, drafter, verifier) -> dict:
 CONSTRAINT_NAMES = ("width_over_lanes", "memory_over_capacity_gb", "placement")  # placement: overlap on one device, no link
 
 
-def _objective(space: SearchSpace):
+def make_objective(space: SearchSpace):
     def objective(trial: optuna.Trial) -> tuple[float, float]:
         point = suggest_point(trial, space)
         record = {**point, **evaluate_point(space, point)}  # the full design, derived values included
@@ -187,161 +179,6 @@ def _objective(space: SearchSpace):
         trial.set_user_attr("record", json.dumps(record))  # one write per trial, not one per field
         return record[OBJECTIVE_NAMES[0]], record[OBJECTIVE_NAMES[1]]
     return objective
-
-
-def make_sampler(name: str, seed: int) -> optuna.samplers.BaseSampler:
-    if name == "nsga2":
-        return optuna.samplers.NSGAIISampler(seed=seed)
-    if name == "tpe":
-        return optuna.samplers.TPESampler(seed=seed, multivariate=True)
-    if name == "random":
-        return optuna.samplers.RandomSampler(seed=seed)
-    if name == "qmc":
-        return optuna.samplers.QMCSampler(seed=seed)
-    raise InputError(f"--sampler {name!r}: allowed: {', '.join(SAMPLERS)}")
-
-
-def storage(url: str) -> optuna.storages.RDBStorage:
-    """An RDB storage (SQLite file, PostgreSQL, any SQLAlchemy URL); a bad URL is one InputError line."""
-    try:
-        with warnings.catch_warnings():  # heartbeats are marked experimental in optuna 5
-            warnings.simplefilter("ignore")
-            return optuna.storages.RDBStorage(url, heartbeat_interval=HEARTBEAT_S, grace_period=4 * HEARTBEAT_S,
-                                              engine_kwargs={"connect_args": {"timeout": 60}}
-                                              if url.startswith("sqlite") else {})
-    except Exception as err:  # SQLAlchemy and drivers raise many types for a bad URL or an unreachable server
-        cause = err.__cause__ or err.__context__ or err  # optuna wraps the driver's own reason
-        text = str(cause).strip() or type(cause).__name__
-        raise InputError(f"--storage {url}: cannot open it: {text.splitlines()[0]}") from None
-
-
-HEARTBEAT_S = 10  # workers that write RUNNING trials beat; a silent one is stale after 4 beats
-
-
-def open_study(url: str, name: str, resume: bool) -> optuna.Study:
-    """The persistent study: created afresh, or loaded with --resume. Only stale RUNNING trials (a
-    worker that stopped beating) are failed: live workers of other processes go on."""
-    store = storage(url)
-    if resume:
-        try:
-            study = optuna.load_study(study_name=name, storage=store)
-        except KeyError:
-            raise InputError(f"--resume: no study '{name}' in {url}") from None
-        with warnings.catch_warnings():  # experimental in optuna 5, stable in use since 2.9
-            warnings.simplefilter("ignore")
-            optuna.storages.fail_stale_trials(study)
-        return study
-    try:
-        return optuna.create_study(study_name=name, storage=store, directions=list(DIRECTIONS),
-                                   load_if_exists=False)
-    except optuna.exceptions.DuplicatedStudyError:
-        raise InputError(f"a study named '{name}' already exists in {url}; pass --resume to join it or "
-                         "choose another --run-id") from None
-
-
-def study_exists(url: str, name: str) -> bool:
-    return name in {s.study_name for s in optuna.get_all_study_summaries(storage(url))}
-
-
-def completed(study: optuna.Study) -> int:
-    return len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
-
-
-def _worker(space: SearchSpace, url: str, name: str, sampler: str, seed: int, n_trials: int) -> None:
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.load_study(study_name=name, storage=storage(url), sampler=make_sampler(sampler, seed))
-    study.optimize(_objective(space), n_trials=n_trials)
-
-
-def run_search(space: SearchSpace, url: str, name: str, n_trials: int, seed: int = 0, sampler: str = "nsga2",
-               resume: bool = False, n_workers: int = 1,
-               on_trial: Callable[[int], None] | None = None) -> optuna.Study:
-    """Run (or resume) a study until its storage holds `n_trials` completed trials.
-
-    One worker samples in memory (seeded, deterministic) and writes every completed trial to the
-    storage at once (`add_trial`, one transaction), so a kill loses no completed trial and a resume
-    replays them into the sampler. Several workers (`n_workers`, processes on this machine, or
-    machines sharing a PostgreSQL URL) work on the storage directly; their order is not
-    deterministic.
-    """
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    persistent = open_study(url, name, resume)
-    remaining = max(0, n_trials - completed(persistent))
-    shared = n_workers > 1 or not url.startswith("sqlite")  # several processes, or machines on one URL
-    if shared and remaining:
-        shares = [remaining // n_workers + (1 if i < remaining % n_workers else 0) for i in range(n_workers)]
-        n_workers = len(shares)
-        context = multiprocessing.get_context("spawn")
-        workers = [context.Process(target=_worker, args=(space, url, name, sampler, seed + i, share))
-                   for i, share in enumerate(shares) if share]
-        if len(workers) == 1 and n_workers == 1:  # one process on a shared URL: no need to spawn
-            _worker(space, url, name, sampler, seed, remaining)
-            return persistent
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join()
-        if any(w.exitcode != 0 for w in workers):
-            raise InputError(f"a search worker stopped with exit code {next(w.exitcode for w in workers if w.exitcode)}"
-                             f"; completed trials are kept in {url} (rerun with --resume)")
-        return persistent
-    if remaining:
-        memory = optuna.create_study(directions=list(DIRECTIONS), sampler=make_sampler(sampler, seed))
-        memory.add_trials(persistent.get_trials(deepcopy=True, states=(optuna.trial.TrialState.COMPLETE,)))
-        done = [completed(persistent)]
-
-        def persist(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-            if trial.state == optuna.trial.TrialState.COMPLETE:
-                persistent.add_trial(trial)
-                done[0] += 1
-                if on_trial:
-                    on_trial(done[0])
-
-        explore = max(0, int(n_trials * EXPLORE_SHARE) - done[0])
-        memory.optimize(_objective(space), n_trials=min(explore, remaining), callbacks=[persist])
-        _refine(memory, space, n_trials - done[0], persist)
-    return persistent
-
-
-EXPLORE_SHARE = 0.6  # the sampler alone for this share of the trials, then refinement around the front
-REFINE_FRONTS = 2  # expand the first non-dominated fronts: the second bridges dominated valleys
-
-
-def _first_fronts(values: np.ndarray, count: int) -> np.ndarray:
-    """Indices of the first `count` non-dominated fronts (NSGA-II's ranks 0 .. count-1)."""
-    remaining = np.arange(len(values))
-    chosen = []
-    for _ in range(count):
-        if not len(remaining):
-            break
-        mask = pareto_mask(values[remaining])
-        chosen.extend(remaining[mask])
-        remaining = remaining[~mask]
-    return np.asarray(chosen, dtype=int)
-
-
-def _refine(study: optuna.Study, space: SearchSpace, budget: int, persist) -> None:
-    """Local refinement: evaluate the unvisited neighbours of the first non-dominated fronts, round
-    after round; when none is left the sampler goes on. On the default space this lifts the
-    hypervolume from about 0.95 to 0.998+ of the exact front at 2,000 trials (docs/search.md)."""
-    seen = {tuple(sorted(t.params.items())) for t in study.trials}
-    while budget > 0:
-        trials = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-                  if json.loads(t.user_attrs.get("record", "{}")).get("feasible")]
-        queued = 0
-        if trials:
-            front = _first_fronts(np.array([t.values for t in trials]), REFINE_FRONTS)
-            for i in front:
-                for params in neighbours(trials[i].params, space):
-                    key = tuple(sorted(params.items()))
-                    if key not in seen and queued < budget:
-                        seen.add(key)
-                        study.enqueue_trial(params)
-                        queued += 1
-        step = queued or budget  # nothing new near the front: let the sampler explore
-        study.optimize(_objective(space), n_trials=step, callbacks=[persist])
-        seen.update(tuple(sorted(t.params.items())) for t in study.trials)
-        budget -= step
 
 
 def trials_frame(study: optuna.Study) -> pd.DataFrame:
@@ -378,20 +215,3 @@ def sweep_frame(space: SearchSpace) -> pd.DataFrame:
     for name, value in ev._asdict().items():
         frame[name] = value
     return frame
-
-
-def param_importances(study: optuna.Study) -> dict:
-    """Importance of each parameter for throughput (PED-ANOVA: fast, no extra dependency)."""
-    trials = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-    if len(trials) < 20:
-        return {}
-    evaluator = optuna.importance.PedAnovaImportanceEvaluator()
-    memory = optuna.create_study(directions=list(DIRECTIONS))
-    memory.add_trials(trials)
-    try:
-        with warnings.catch_warnings():  # PED-ANOVA reminds that it ranks low targets; ours is negated
-            warnings.simplefilter("ignore", UserWarning)
-            return dict(optuna.importance.get_param_importances(memory, evaluator=evaluator,
-                                                                target=lambda t: -t.values[0]))
-    except (ValueError, RuntimeError):  # e.g. a parameter that never varied
-        return {}

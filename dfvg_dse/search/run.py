@@ -1,0 +1,217 @@
+"""Running a search: one process or several on one study, each sampling in memory (docs/search.md).
+
+Every process runs `work`: its sampler is an in-memory study (seeded: one process is
+deterministic), it evaluates a design, and writes the completed trial to the persistent study
+against a lease (search/studies.py) that keeps the study's count exact, whatever the number of
+processes or machines. At each new lease it reads the trials other processes wrote into its
+sampler. The first EXPLORE_SHARE of the trials come from the sampler alone; then the unvisited
+neighbours of the first non-dominated fronts are evaluated, round after round, and when none is
+left the sampler goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import signal
+import warnings
+from typing import Callable
+
+import numpy as np
+import optuna
+
+from dfvg_dse.pipeline.grid import SearchSpace
+from dfvg_dse.pipeline.pareto import pareto_mask
+from dfvg_dse.search.designs import make_objective, neighbours
+from dfvg_dse.search.studies import (DIRECTIONS, OWNER_ATTR, STORAGE_ERRORS, Lease, _storage_error,
+                                     close_expired_leases, completed, open_study, storage)
+from dfvg_dse.specs import InputError
+
+SAMPLERS = ("nsga2", "tpe", "random", "qmc")
+EXPLORE_SHARE = 0.6  # the sampler alone for this share of the trials, then refinement around the front
+REFINE_FRONTS = 2  # expand the first non-dominated fronts: the second bridges dominated valleys
+STOP_WAIT_S = 10.0  # after Ctrl-C, how long workers get to finish their trial and close their lease
+
+
+def make_sampler(name: str, seed: int) -> optuna.samplers.BaseSampler:
+    if name == "nsga2":
+        return optuna.samplers.NSGAIISampler(seed=seed)
+    if name == "tpe":
+        return optuna.samplers.TPESampler(seed=seed, multivariate=True)
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if name == "qmc":
+        return optuna.samplers.QMCSampler(seed=seed)
+    raise InputError(f"--sampler {name!r}: allowed: {', '.join(SAMPLERS)}")
+
+
+def first_fronts(values: np.ndarray, count: int) -> np.ndarray:
+    """Indices of the first `count` non-dominated fronts (NSGA-II's ranks 0 .. count-1)."""
+    remaining = np.arange(len(values))
+    chosen = []
+    for _ in range(count):
+        if not len(remaining):
+            break
+        mask = pareto_mask(values[remaining])
+        chosen.extend(remaining[mask])
+        remaining = remaining[~mask]
+    return np.asarray(chosen, dtype=int)
+
+
+def _key(params: dict) -> tuple:
+    return tuple(sorted(params.items()))
+
+
+class _Refiner:
+    """Queues the unvisited neighbours of the memory study's first fronts; on the default space this
+    lifts the hypervolume from about 0.95 to 0.998+ of the exact front at 2,000 trials."""
+
+    def __init__(self, memory: optuna.Study, space: SearchSpace):
+        self.memory, self.space = memory, space
+        self.queued = 0  # enqueued and not yet asked for
+        self.exhausted = False  # nothing new near the front: the sampler goes on alone
+
+    def before_ask(self, budget: int) -> None:
+        if self.queued or self.exhausted or budget <= 0:
+            return
+        trials = [t for t in self.memory.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+                  if json.loads(t.user_attrs.get("record", "{}")).get("feasible")]
+        seen = {_key(t.params) for t in self.memory.trials}
+        if trials:
+            for i in first_fronts(np.array([t.values for t in trials]), REFINE_FRONTS):
+                for params in neighbours(trials[i].params, self.space):
+                    key = _key(params)
+                    if key not in seen and self.queued < budget:
+                        seen.add(key)
+                        self.memory.enqueue_trial(params)
+                        self.queued += 1
+        self.exhausted = not self.queued
+
+    def asked(self) -> None:
+        self.queued = max(0, self.queued - 1)
+
+
+def _sync(memory: optuna.Study, persistent: optuna.Study, seen: set, mine: set) -> None:
+    """Trials the other processes wrote (and, at the start, those of earlier runs) into the sampler."""
+    new = [t for t in persistent.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+           if t.number not in seen and t.user_attrs.get(OWNER_ATTR) not in mine]
+    seen.update(t.number for t in new)
+    if new:
+        memory.add_trials(new)
+
+
+def work(space: SearchSpace, url: str, name: str, n_trials: int, sampler: str = "nsga2", seed: int = 0,
+         stop: Callable[[], bool] = lambda: False, on_trial: Callable[[int], None] | None = None) -> None:
+    """Evaluate designs until the study holds `n_trials` completed trials (see the module docstring)."""
+    store = storage(url)
+    persistent = optuna.load_study(study_name=name, storage=store)
+    memory = optuna.create_study(directions=list(DIRECTIONS), sampler=make_sampler(sampler, seed))
+    objective, refiner, lease = make_objective(space), _Refiner(memory, space), Lease(persistent, store, n_trials)
+    seen, mine, done = set(), set(), 0
+    try:
+        while not stop():
+            if lease.left() <= 0:
+                book = lease.acquire(stop)
+                if book is None:
+                    break
+                mine.add(lease.number)
+                _sync(memory, persistent, seen, mine)
+                done = book.complete
+            if done >= int(n_trials * EXPLORE_SHARE):
+                refiner.before_ask(n_trials - done)
+            trial = memory.ask()
+            refiner.asked()
+            frozen = memory.tell(trial, objective(trial))
+            lease.write(frozen)
+            done += 1
+            if on_trial:
+                on_trial(done)
+    except STORAGE_ERRORS as err:
+        raise _storage_error(url, err, f"write study '{name}' (its completed trials are kept)") from None
+    finally:
+        try:
+            lease.release()
+        except Exception:  # noqa: BLE001 (the lease then expires on its own after LEASE_TTL_S)
+            pass
+
+
+def _worker(space: SearchSpace, url: str, name: str, n_trials: int, sampler: str, seed: int, stop, errors) -> None:
+    """A worker process: Ctrl-C goes to the parent, which sets `stop`; an InputError goes back as text."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        work(space, url, name, n_trials, sampler, seed, stop.is_set)
+    except InputError as err:
+        errors.put(str(err))
+        raise SystemExit(2) from None
+
+
+def _stop(workers: list, stop) -> None:
+    stop.set()
+    for w in workers:
+        w.join(timeout=STOP_WAIT_S)
+    for w in workers:
+        if w.is_alive():
+            w.terminate()
+            w.join(timeout=2.0)
+        if w.is_alive():
+            w.kill()
+            w.join()
+
+
+def run_search(space: SearchSpace, url: str, name: str, n_trials: int, seed: int = 0, sampler: str = "nsga2",
+               resume: bool = False, n_workers: int = 1,
+               on_trial: Callable[[int], None] | None = None) -> optuna.Study:
+    """Run (or resume, or join) a study until it holds `n_trials` completed trials.
+
+    With n_workers > 1, that many local processes work on the storage (seeds seed, seed + 1, ...);
+    their order is not deterministic. A Ctrl-C lets each finish its trial and close its lease."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    persistent = open_study(url, name, resume)
+    if resume:
+        try:
+            close_expired_leases(persistent, storage(url))
+        except STORAGE_ERRORS as err:
+            raise _storage_error(url, err, f"write study '{name}'") from None
+    if n_workers == 1:
+        work(space, url, name, n_trials, sampler, seed, on_trial=on_trial)
+        return persistent
+    context = multiprocessing.get_context("spawn")
+    stop, errors = context.Event(), context.SimpleQueue()
+    seeds = [(seed + i) % 2**32 for i in range(n_workers)]  # numpy's seed range
+    workers = [context.Process(target=_worker, args=(space, url, name, n_trials, sampler, s, stop, errors))
+               for s in seeds]
+    try:
+        for w in workers:
+            w.start()
+        while any(w.is_alive() for w in workers):
+            next(w for w in workers if w.is_alive()).join(timeout=0.5)
+            if on_trial:
+                on_trial(completed(persistent))
+    except BaseException:
+        _stop(workers, stop)
+        raise
+    if not errors.empty():
+        raise InputError(errors.get())
+    failed = [w.exitcode for w in workers if w.exitcode]
+    if failed:
+        raise InputError(f"a search worker stopped with exit code {failed[0]}; completed trials are kept in "
+                         f"{url} (rerun with --resume)")
+    return persistent
+
+
+def param_importances(study: optuna.Study) -> dict:
+    """Importance of each parameter for throughput (PED-ANOVA: fast, no extra dependency)."""
+    trials = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    if len(trials) < 20:
+        return {}
+    evaluator = optuna.importance.PedAnovaImportanceEvaluator()
+    memory = optuna.create_study(directions=list(DIRECTIONS))
+    memory.add_trials(trials)
+    try:
+        with warnings.catch_warnings():  # PED-ANOVA reminds that it ranks low targets; ours is negated
+            warnings.simplefilter("ignore", UserWarning)
+            return dict(optuna.importance.get_param_importances(memory, evaluator=evaluator,
+                                                                target=lambda t: -t.values[0]))
+    except (ValueError, RuntimeError):  # e.g. a parameter that never varied
+        return {}

@@ -1,0 +1,116 @@
+"""Study files (docs/search.md, "Study files"): every table and key is checked when the file is read,
+and a mistake is one line naming the file and the study's own key, never a traceback or a silent
+truncation."""
+
+import json
+
+import pytest
+
+from cli_checks import one_line_error
+from dfvg_dse.catalog import Catalog, CatalogError
+from dfvg_dse.pipeline.grid import FAMILIES, SCHEDULE_CHOICES
+
+CHOICES = {"families": FAMILIES, "schedules": SCHEDULE_CHOICES}
+TABLES = {"models": 'target = "qwen3-8b"\ndraft = "qwen3-0.6b"',
+          "hardware": 'verify_devices = ["rtx-4090"]\ndraft_devices = ["v80", "rtx-4090"]',
+          "space": 'families = ["chain"]\ndepths = [2, 4]\nbatches = [1]'}
+
+
+def _study(tmp_path, **lines):
+    """A small valid study with one line per table replaced (table=None drops it) or added."""
+    text = ""
+    for table, body in TABLES.items():
+        extra = lines.get(table, "")
+        keys = {line.split("=")[0].strip() for line in extra.splitlines() if "=" in line}
+        kept = [line for line in body.splitlines() if line.split("=")[0].strip() not in keys]
+        text += f"[{table}]\n" + "\n".join(kept + ([extra] if extra else [])) + "\n"
+    path = tmp_path / "study.toml"
+    path.write_text(lines.get("top", "") + text)
+    return path
+
+
+@pytest.mark.parametrize("table, line, needle", [
+    ("models", 'targett = "qwen3-8b"', "[models] targett = 'qwen3-8b': unknown key; allowed: target, draft"),
+    ("models", "target = 5", "[models] target = 5: must be a string"),
+    ("models", "acceptance = 0.8", "[models] acceptance = 0.8: must be a string"),
+    ("models", 'target_dtype = "fp99"', "[models] target_dtype = 'fp99': allowed: float32"),
+    ("hardware", 'verify_devices = "rtx-4090"', "[hardware] verify_devices = 'rtx-4090': must be a list"),
+    ("hardware", "draft_devices = []", "[hardware] draft_devices = []: must be a non-empty list"),
+    ("hardware", 'draft_devices = ["v80", "v80"]', "[hardware] draft_devices[1] = 'v80': is listed twice"),
+    ("hardware", 'links = "x"', "[hardware] links = 'x': must be a table"),
+    ("hardware", "links = { v80 = 5 }", "[hardware] links.v80 = 5: must be a link name"),
+    ("hardware", 'verify_device = ["rtx-4090"]', "[hardware] verify_device = ['rtx-4090']: unknown key"),
+    ("space", "widths = [1.5]", "[space] widths[0] = 1.5: must be an integer"),
+    ("space", "widths = [2.0]", "[space] widths[0] = 2.0: must be an integer"),
+    ("space", 'widths = ["x"]', "[space] widths[0] = 'x': must be an integer"),
+    ("space", "depths = [true]", "[space] depths[0] = True: must be an integer"),
+    ("space", "depths = [2, 2]", "[space] depths[1] = 2: is listed twice"),
+    ("space", "depths = 4", "[space] depths = 4: must be a non-empty list"),
+    ("space", "batches = [0]", "[space] batches[0] = 0: must be an integer in 1..4,096"),
+    ("space", 'thresholds = ["0.5"]', "[space] thresholds[0] = '0.5': must be a number"),
+    ("space", "fpga_clocks_mhz = [1e300]", "[space] fpga_clocks_mhz[0] = 1e+300: must be a number in 1..1000"),
+    ("space", "fpga_clocks_mhz = [nan]", "[space] fpga_clocks_mhz[0] = nan: must be a number"),
+    ("space", 'families = ["chian"]', "[space] families[0] = 'chian': allowed: chain, seq"),
+    ("space", "schedules = [1]", "[space] schedules[0] = 1: allowed: sequential"),
+    ("space", "context = 5.0", "[space] context = 5.0: must be an integer in 0..10,000,000"),
+    ("space", "targett = [1]", "[space] targett = [1]: unknown key; allowed: context, families"),
+    ("top", 'targett = "x"\n', "targett = 'x': unknown key outside a table"),
+])
+def test_a_bad_key_or_value_is_one_line_naming_the_file_and_key(tmp_path, table, line, needle):
+    path = _study(tmp_path, **{table: line})
+    with pytest.raises(CatalogError) as caught:
+        Catalog.read_study(path, CHOICES)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: ") and needle in message and "\n" not in message
+
+
+def test_a_table_name_with_a_value_that_is_no_table_is_refused(tmp_path):
+    path = tmp_path / "study.toml"
+    path.write_text('models = "qwen3-8b"\n')
+    with pytest.raises(CatalogError, match="models = 'qwen3-8b': must be a table"):
+        Catalog.read_study(path)
+
+
+def test_a_good_study_reads_back_typed_and_without_defaults(tmp_path):
+    path = _study(tmp_path, space="thresholds = [0, 0.5]\ncontext = 128",
+                  hardware='links = { v80 = "pcie-gen5-x8-p2p" }')
+    doc = Catalog.read_study(path, CHOICES)
+    assert doc["space"] == {"families": ["chain"], "depths": [2, 4], "batches": [1], "thresholds": [0.0, 0.5],
+                            "context": 128}
+    assert all(type(x) is float for x in doc["space"]["thresholds"])
+    assert doc["hardware"]["links"] == {"v80": "pcie-gen5-x8-p2p"}
+    assert json.loads(json.dumps(doc)) == doc  # kept as is in the run's manifest, compared on --resume
+
+
+@pytest.mark.parametrize("line, needle", [
+    ('targett = "qwen3-8b"', "[models] targett"),
+    ("widths = [1.5]", "[space] widths[0] = 1.5: must be an integer"),
+    ('verify_devices = "rtx-4090"', "[hardware] verify_devices = 'rtx-4090': must be a list of devices"),
+    ("depths = [true]", "[space] depths[0] = True"),
+    ("draft_devices = []", "[hardware] draft_devices = []"),
+])
+@pytest.mark.parametrize("command", ["search", "sweep"])
+def test_search_and_sweep_refuse_a_bad_study_in_one_line(run, tmp_path, command, line, needle):
+    table = "models" if "targett" in line else "hardware" if "devices" in line else "space"
+    path = _study(tmp_path, **{table: line})
+    result = run(command, "--study", str(path), "--results-dir", str(tmp_path / "runs"), "--run-id", "r")
+    one_line_error(result, str(path), needle)
+    assert not (tmp_path / "runs" / "r").exists()
+
+
+@pytest.mark.parametrize("table, line, needle", [
+    ("models", 'target = "qwen3-9b"', "[models] target: unknown model 'qwen3-9b'"),
+    ("hardware", 'draft_devices = ["v80", "rtx-4909"]', "[hardware] draft_devices[1]: unknown device 'rtx-4909'"),
+    ("hardware", 'links = { v80 = "pcie-gen9" }', "[hardware] links.v80: unknown link 'pcie-gen9'"),
+    ("hardware", 'verify_devices = ["v80"]', "[hardware] verify_devices: the target verifies on a GPU or CPU"),
+    ("hardware", 'links = { v8o = "pcie-gen5-x8-p2p" }', "[hardware] links.v8o: not one of the draft devices"),
+    ("models", 'acceptance = "pair:nope"', "[models] acceptance: unknown acceptance profile 'nope'"),
+])
+def test_unknown_names_in_a_study_name_the_study_key(run, tmp_path, table, line, needle):
+    path = _study(tmp_path, **{table: line})
+    one_line_error(run("sweep", "--study", str(path), "--results-dir", str(tmp_path)), str(path), needle,
+                   max_chars=600)
+    if table == "hardware" and "draft_devices" in line:  # a flag wins over the file and is not blamed on it
+        flagged = one_line_error(run("sweep", "--study", str(path), "--draft-device", "rtx-4909",
+                                     "--results-dir", str(tmp_path)), "unknown device 'rtx-4909'", max_chars=600)
+        assert "[hardware]" not in flagged

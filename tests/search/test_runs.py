@@ -1,0 +1,216 @@
+"""Runs that stay consistent (issue 13): a shared study keeps its count, --resume picks the right
+run, a run being rewritten says so, --force after a killed --force, Ctrl-C with workers, stray
+temporary files, a study that cannot be written."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+
+from dfvg_dse import export
+from dfvg_dse.search import completed, run_search
+from dfvg_dse.specs import InputError
+
+ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+
+def _search(*args: str) -> list[str]:
+    return [sys.executable, "-m", "dfvg_dse", "search", *args]
+
+
+def _states(db: Path) -> dict:
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as connection:
+        return dict(connection.execute("SELECT state, COUNT(*) FROM trials GROUP BY state").fetchall())
+
+
+def _wait_for_trials(db: Path, count: int, process: subprocess.Popen, seconds: float = 120) -> None:
+    deadline = time.time() + seconds
+    while time.time() < deadline and process.poll() is None:
+        try:
+            if _states(db).get("COMPLETE", 0) >= count:
+                return
+        except sqlite3.Error:  # not created yet
+            pass
+        time.sleep(0.1)
+    listing = sorted(str(p.relative_to(db.parent.parent)) for p in db.parent.parent.rglob("*"))
+    raise AssertionError(f"{db}: fewer than {count} trials (process ended: {process.poll()}); {listing}")
+
+
+def _three_processes(first: list[str], joining: list[list[str]], db: Path | None) -> list[subprocess.CompletedProcess]:
+    """One process creates the study; two join it once it holds trials (each computes what is left)."""
+    a = subprocess.Popen(first, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if db is not None:
+        _wait_for_trials(db, 5, a)
+    else:
+        time.sleep(4)
+    others = [subprocess.Popen(command, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+              for command in joining]
+    results = []
+    for p in [a, *others]:
+        out, err = p.communicate(timeout=600)
+        results.append(subprocess.CompletedProcess(p.args, p.returncode, out, err))
+    return results
+
+
+@pytest.mark.slow
+def test_three_processes_on_one_sqlite_study_stop_at_the_target(tmp_path, small_study):
+    common = ["--study", str(small_study), "--trials", "150", "--results-dir", str(tmp_path), "--run-id", "s",
+              "--json"]
+    results = _three_processes(_search(*common), [_search(*common, "--resume")] * 2, tmp_path / "s" / "study.db")
+    for r in results:
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert json.loads(r.stdout)["trials"] == 150
+    assert _states(tmp_path / "s" / "study.db")["COMPLETE"] == 150  # was 3 x what each saw left
+
+
+@pytest.mark.slow
+def test_three_processes_on_one_postgresql_study_stop_at_the_target(tmp_path, small_study, postgres_url):
+    common = ["--study", str(small_study), "--trials", "120", "--storage", postgres_url, "--run-id", "pg-three",
+              "--json"]
+    first = _search(*common, "--results-dir", str(tmp_path / "a"))
+    joining = [_search(*common, "--resume", "--results-dir", str(tmp_path / m)) for m in "bc"]  # two machines
+    for r in _three_processes(first, joining, None):
+        assert r.returncode == 0, r.stderr[-2000:]
+    study = optuna.load_study(study_name="pg-three", storage=postgres_url)
+    assert completed(study) == 120
+
+
+@pytest.mark.slow
+def test_local_workers_share_the_count(small_space, tmp_path):
+    study = run_search(small_space, f"sqlite:///{tmp_path / 'w.db'}", "w", 90, seed=0, n_workers=3)
+    assert completed(study) == 90
+    again = run_search(small_space, f"sqlite:///{tmp_path / 'w.db'}", "w", 100, seed=0, resume=True, n_workers=2)
+    assert completed(again) == 100
+
+
+def _kill_when(process: subprocess.Popen, db: Path, count: int) -> None:
+    _wait_for_trials(db, count, process)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+@pytest.mark.slow
+def test_resume_without_run_id_takes_the_run_started_last(run, tmp_path, small_study):
+    assert run("search", "--study", str(small_study), "--trials", "20", "--results-dir", str(tmp_path),
+               "--run-id", "a", "--json").exit_code == 0
+    b = subprocess.Popen(_search("--study", str(small_study), "--trials", "5000", "--results-dir", str(tmp_path),
+                                 "--run-id", "b", "--json"), env=ENV, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    _kill_when(b, tmp_path / "b" / "study.db", 10)
+    resumed = run("search", "--resume", "--trials", "30", "--results-dir", str(tmp_path), "--json")
+    assert resumed.exit_code == 0, resumed.stderr
+    assert Path(json.loads(resumed.stdout)["run_dir"]).name == "b"  # not the finished run a
+    assert json.loads((tmp_path / "a" / "manifest.json").read_text())["summary"]["trials"] == 20
+
+
+def test_a_run_being_rewritten_is_marked_until_every_file_agrees(run, tmp_path, small_study, monkeypatch):
+    args = ["search", "--study", str(small_study), "--results-dir", str(tmp_path), "--run-id", "x", "--json"]
+    assert run(*args, "--trials", "20").exit_code == 0
+    finished = json.loads((tmp_path / "x" / "manifest.json").read_text())
+
+    def killed(*_args, **_kwargs):  # the process dies while the run's files are rewritten
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(export, "write_plot", killed)
+    assert run(*args, "--trials", "40", "--resume").exit_code == 130
+    manifest = json.loads((tmp_path / "x" / "manifest.json").read_text())
+    assert manifest["status"] == "running" and manifest["created"] == finished["created"]
+    for command in (["export", str(tmp_path / "x")], ["pareto", str(tmp_path / "x")]):
+        refused = run(*command)
+        assert refused.exit_code == 2 and "not a finished run" in refused.stderr
+    monkeypatch.undo()
+    done = run(*args, "--trials", "40", "--resume")
+    assert done.exit_code == 0 and json.loads(done.stdout)["trials"] == 40
+    assert export.is_finished(tmp_path / "x")
+
+
+def _finished_manifest(path: Path, marker: str) -> None:
+    path.mkdir(parents=True)
+    (path / "manifest.json").write_text(json.dumps({"kind": "search", "status": "finished", "summary": {},
+                                                    "marker": marker}))
+
+
+def test_force_after_a_killed_force_keeps_the_last_finished_run(tmp_path):
+    _finished_manifest(tmp_path / ".r.replaced", "old")  # set aside by the killed --force
+    (tmp_path / "r").mkdir()  # what the killed --force had begun
+    (tmp_path / "r" / "manifest.json").write_text(json.dumps({"kind": "search", "status": "running"}))
+    path = export.run_dir(tmp_path, "r", force=True)
+    assert path.is_dir() and not any(path.iterdir())
+    assert json.loads((tmp_path / ".r.replaced" / "manifest.json").read_text())["marker"] == "old"
+
+
+def test_force_after_a_killed_cleanup_keeps_the_finished_run(tmp_path):
+    _finished_manifest(tmp_path / "r", "new")  # finished; the deletion of the old one was killed halfway
+    (tmp_path / ".r.replaced").mkdir()
+    (tmp_path / ".r.replaced" / "trials.csv").write_text("half deleted\n")
+    export.run_dir(tmp_path, "r", force=True)
+    assert json.loads((tmp_path / ".r.replaced" / "manifest.json").read_text())["marker"] == "new"
+
+
+@pytest.mark.slow
+def test_force_after_a_killed_force_through_the_cli(run, tmp_path, small_study):
+    results = tmp_path / "results"
+    args = ["--study", str(small_study), "--results-dir", str(results), "--run-id", "f", "--json"]
+    assert run("search", *args, "--trials", "20").exit_code == 0
+    for _ in range(2):
+        p = subprocess.Popen(_search(*args, "--trials", "5000", "--force"), env=ENV, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
+        _kill_when(p, results / "f" / "study.db", 5)
+    again = run("search", *args, "--trials", "20", "--force")
+    assert again.exit_code == 0, again.stderr
+    assert sorted(p.name for p in results.iterdir()) == ["f"]
+
+
+def test_resume_removes_temporary_files_a_kill_left(run, tmp_path, small_study):
+    args = ["search", "--study", str(small_study), "--results-dir", str(tmp_path), "--run-id", "t", "--json"]
+    assert run(*args, "--trials", "10").exit_code == 0
+    stray = tmp_path / "t" / ".pareto.png.999999999.k2x_9abc.png"  # a writer that was killed
+    stray.write_bytes(b"")
+    assert run(*args, "--trials", "15", "--resume").exit_code == 0
+    assert not stray.exists() and (tmp_path / "t" / "pareto.png").stat().st_size > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("to_group", [False, True], ids=["parent", "process-group"])
+def test_ctrl_c_stops_every_worker(tmp_path, small_study, to_group):
+    p = subprocess.Popen(_search("--study", str(small_study), "--trials", "100000", "--results-dir", str(tmp_path),
+                                 "--run-id", "c", "--n-workers", "2"), env=ENV, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    db = tmp_path / "c" / "study.db"
+    _wait_for_trials(db, 40, p)
+    os.killpg(p.pid, signal.SIGINT) if to_group else p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130 and "Traceback" not in err and err.strip().count("\n") == 0, err
+    before = _states(db)
+    time.sleep(2)
+    assert _states(db) == before  # nothing goes on writing
+    assert before.get("RUNNING", 0) == 0  # every worker closed its lease
+
+
+def test_a_study_that_cannot_be_written_is_one_line(small_space, tmp_path):
+    db = tmp_path / "ro.db"
+    run_search(small_space, f"sqlite:///{db}", "ro", 10, seed=0)
+    read_only = f"sqlite:///file:{db}?mode=ro&uri=true"
+    with pytest.raises(InputError) as err:
+        run_search(small_space, read_only, "ro", 20, seed=0, resume=True)
+    assert "cannot write study 'ro'" in str(err.value) and "\n" not in str(err.value)
+    assert completed(optuna.load_study(study_name="ro", storage=f"sqlite:///{db}")) == 10
+
+
+def test_study_readers_skip_the_leases(small_space, tmp_path):
+    url = f"sqlite:///{tmp_path / 'l.db'}"
+    study = run_search(small_space, url, "l", 70, seed=0)
+    states = {t.state for t in study.get_trials()}
+    assert states <= {optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL}
+    from dfvg_dse.search import trials_frame
+    assert len(trials_frame(study)) == 70
