@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import glob
 import json
+import math
 import os
 import re
 import shutil
@@ -18,7 +19,8 @@ import pandas as pd
 
 from dfvg_dse.files import PLOT_SUFFIXES, atomic_write, check_plot_path, remove_temporaries, write_plot  # noqa: F401
 from dfvg_dse.report.tables import json_safe
-from dfvg_dse.specs import InputError
+from dfvg_dse.specs import InputError, SpecError
+from dfvg_dse.tree.shapes import from_parents
 
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
@@ -121,8 +123,8 @@ def latest_run(base: Path, kind: str = "search") -> str:
     runs = []
     for path in base.glob("*/manifest.json"):
         try:
-            manifest = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
+            manifest = read_json_file(path)
+        except InputError:  # a damaged folder is not a candidate
             continue
         if manifest.get("kind") == kind:
             runs.append((str(manifest.get("created", "")), path.parent.name))
@@ -181,15 +183,90 @@ def write_records(path: Path, records: list[dict]) -> list[Path]:
     return write_table(path, pd.DataFrame(records))
 
 
+MAX_RUN_FILE_BYTES = 256 * 2**20  # a run folder's JSON or CSV (2,000 trials make about 2 MB of CSV)
+MANIFEST_TABLES = ("inputs", "request", "space", "summary")
+
+
+def read_json_file(path: Path) -> dict:
+    """A JSON object from a run folder, read as untrusted input: a regular file of bounded size,
+    any depth of nesting refused in one line, an object at the top."""
+    try:
+        if not path.is_file():
+            raise InputError(f"{path}: not a regular file")
+        if path.stat().st_size > MAX_RUN_FILE_BYTES:
+            raise InputError(f"{path}: larger than {MAX_RUN_FILE_BYTES // 2**20} MiB; not a file this tool wrote")
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except RecursionError:
+        raise InputError(f"{path}: nested too deeply; not a file this tool wrote") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not valid UTF-8 text") from None
+    except json.JSONDecodeError as err:
+        raise InputError(f"{path}: not valid JSON: {err.msg} (line {err.lineno})") from None
+    except OSError as err:
+        raise InputError(f"{path}: cannot read: {err.strerror or err}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
 def read_manifest(path: Path) -> dict:
-    """A run's manifest.json."""
+    """A run's manifest.json, its kind and tables checked."""
     manifest_path = path / "manifest.json"
     if not manifest_path.is_file():
         raise InputError(f"{path}: no manifest.json; not a run folder")
+    manifest = read_json_file(manifest_path)
+    if manifest.get("kind") not in ("search", "sweep"):
+        raise InputError(f"{manifest_path}: kind = {str(manifest.get('kind'))[:40]!r}: allowed: search, sweep")
+    for table in MANIFEST_TABLES:
+        if table in manifest and not isinstance(manifest[table], dict):
+            raise InputError(f"{manifest_path}: {table} must be an object")
+    return manifest
+
+
+def row_tree(table: Path, row) -> tuple[list, list]:
+    """The tree of a trials.csv row (its parents and ranks columns, JSON lists), checked."""
     try:
-        return json.loads(manifest_path.read_text())
-    except json.JSONDecodeError as err:
-        raise InputError(f"{manifest_path}: not valid JSON: {err.msg}") from None
+        parents, ranks = (json.loads(row[c]) if isinstance(row.get(c), str) else None for c in ("parents", "ranks"))
+        if parents is None:
+            return [-1], [0]
+        tree = from_parents(parents, ranks)
+    except (ValueError, TypeError, RecursionError, InputError, SpecError) as err:
+        message = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise InputError(f"{table}: trial {row.get('trial')}: parents/ranks: {message}") from None
+    return list(tree.parents), list(tree.ranks)
+
+
+DESIGN_TEXT = ("target", "draft", "draft_device", "verify_device", "schedule", "family")
+
+
+def read_recommended(path: Path) -> dict:
+    """recommended.json: pick name -> design, each design's tree and fields checked, so an export
+    never turns a damaged file into an engine config."""
+    picks = read_json_file(path)
+    for pick, design in picks.items():
+        where = f"{path}: {pick}"
+        if not isinstance(design, dict):
+            raise InputError(f"{where}: must be an object (a design)")
+        for key in DESIGN_TEXT:
+            if not isinstance(design.get(key), str):
+                raise InputError(f"{where}.{key}: must be a string, got {str(design.get(key))[:40]!r}")
+        for key in ("batch", "depth"):
+            value = design.get(key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < (1 if key == "batch" else 0):
+                raise InputError(f"{where}.{key}: must be a whole number >= {1 if key == 'batch' else 0}, "
+                                 f"got {str(value)[:40]!r}")
+        parents, ranks = design.get("parents"), design.get("ranks")
+        if not isinstance(parents, list) or not all(isinstance(p, int) and not isinstance(p, bool) for p in parents):
+            raise InputError(f"{where}.parents: must be a list of whole numbers, got {str(parents)[:40]!r}")
+        try:
+            from_parents(parents, ranks)
+        except (InputError, SpecError) as err:
+            raise InputError(f"{where}: {err}") from None
+        expected = design.get("expected", {})
+        if not isinstance(expected, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                     and math.isfinite(v) for v in expected.values()):
+            raise InputError(f"{where}.expected: must map metric names to finite numbers")
+    return picks
 
 
 def read_run(path: Path, sweeps: bool = False, command: str = "export") -> tuple[dict, pd.DataFrame]:
@@ -205,13 +282,35 @@ def read_run(path: Path, sweeps: bool = False, command: str = "export") -> tuple
         table = path / "trials.csv"
     if manifest.get("status") == "running" or not table.is_file():
         raise InputError(f"{path}: not a finished run (still running, or stopped: finish it with --resume)")
+    if table.stat().st_size > MAX_RUN_FILE_BYTES:
+        raise InputError(f"{table}: larger than {MAX_RUN_FILE_BYTES // 2**20} MiB; not a file this tool wrote")
     try:
         frame = pd.read_csv(table)
-    except (OSError, ValueError) as err:
-        raise InputError(f"{table}: cannot read: {err}") from None
+    except (OSError, ValueError, RecursionError) as err:
+        raise InputError(f"{table}: cannot read: {str(err).splitlines()[0] if str(err) else type(err).__name__}") \
+            from None
     needed = {"tokens_per_s_per_sequence", "j_per_token", "feasible", "draft_device", "verify_device", "schedule"}
     if manifest.get("kind") != "sweep":
         needed.add("trial")
     if not needed <= set(frame.columns):
         raise InputError(f"{table}: missing columns {', '.join(sorted(needed - set(frame.columns)))}")
+    _check_table(table, frame)
     return manifest, frame
+
+
+def _check_table(table: Path, frame: pd.DataFrame) -> None:
+    """The columns pareto and export compute with: typed, and finite where a design is feasible."""
+    if frame["feasible"].dtype != bool:
+        raise InputError(f"{table}: column feasible must hold True or False in every row")
+    for column in ("tokens_per_s_per_sequence", "j_per_token"):
+        if not pd.api.types.is_numeric_dtype(frame[column]):
+            raise InputError(f"{table}: column {column} must hold numbers in every row")
+        bad = frame.index[frame["feasible"] & ~frame[column].map(math.isfinite)]
+        if len(bad):
+            raise InputError(f"{table}: row {int(bad[0]) + 2}: {column} = {float(frame[column][bad[0]])} in a feasible "
+                             "design; must be a finite number")
+    if "trial" in frame and (not pd.api.types.is_integer_dtype(frame["trial"]) or frame["trial"].duplicated().any()):
+        raise InputError(f"{table}: column trial must hold distinct whole numbers")
+    for column in ("draft_device", "verify_device", "schedule"):
+        if frame[column].map(lambda v: not isinstance(v, str)).any():
+            raise InputError(f"{table}: column {column} must name something in every row")

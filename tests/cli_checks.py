@@ -1,4 +1,29 @@
-"""Shared checks of the CLI tests: what a one-line usage error must look like."""
+"""Shared checks of the CLI tests: what a one-line usage error must look like, and a CLI call
+with a hang guard (the fuzzers')."""
+
+import signal
+
+from click.testing import CliRunner
+
+from dfvg_dse.cli import cli
+
+
+class Hang(Exception):
+    pass
+
+
+def invoke_bounded(args: list[str], bound_s: int):
+    """The command line through CliRunner; a call past bound_s seconds ends in Hang (SIGALRM)."""
+    def alarm(signum, frame):
+        raise Hang(f"no answer within {bound_s} s")
+
+    previous = signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(bound_s)
+    try:
+        return CliRunner().invoke(cli, args, catch_exceptions=True)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def one_line_error(result, *needles: str, max_chars: int = 300) -> str:

@@ -12,12 +12,12 @@ and have their own tests (tests/reference, tests/validation); they are not fuzze
 from __future__ import annotations
 
 import json
-import signal
 from pathlib import Path
 
 import click
 import pytest
 from click.testing import CliRunner
+from cli_checks import Hang, invoke_bounded
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -126,22 +126,10 @@ def _arguments(draw, command: click.Command, places: dict) -> tuple[list[str], b
     return args, as_json
 
 
-class Hang(Exception):
-    pass
-
-
-def _alarm(signum, frame):
-    raise Hang(f"no answer within {BOUND_S} s")
 
 
 def _invoke(args: list[str]):
-    previous = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(BOUND_S)
-    try:
-        return CliRunner().invoke(cli, args, catch_exceptions=True)
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
+    return invoke_bounded(args, BOUND_S)
 
 
 @pytest.mark.slow

@@ -19,7 +19,8 @@ class DataError(CatalogError):
 
     def __init__(self, path: Path | str, field: str, value: object, allowed: str):
         shown = "missing" if value is _MISSING else f"= {show_value(value)}"
-        super().__init__(f"{path}: field '{field}' {shown}: {allowed}")
+        # a field is named by the file's own keys, which can be any length: cut as a long value is
+        super().__init__(f"{path}: field '{shorten(field)}' {shown}: {allowed}")
 
 
 class UnknownNameError(CatalogError):

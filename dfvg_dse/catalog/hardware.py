@@ -9,8 +9,9 @@ from pathlib import Path
 
 from dfvg_dse import units
 from dfvg_dse.catalog._io import HwEntry, Quantity, parse_quantity, read_string
-from dfvg_dse.catalog.errors import _MISSING, CatalogError, DataError
-from dfvg_dse.specs import CalibrationDefaults, DeviceSpec, FpgaFabric, LinkSpec, MemoryTier, SpecError
+from dfvg_dse.catalog.errors import _MISSING, SHOWN_NAMES, CatalogError, DataError
+from dfvg_dse.specs import (MEMORY_TIERS, CalibrationDefaults, DeviceSpec, FpgaFabric, LinkSpec, MemoryTier,
+                            SpecError)
 
 
 # Per kind: field -> (dimension, required, positive). Strings and [[memory]] are handled apart.
@@ -114,8 +115,10 @@ def _check_header(path: Path, data: dict, kind: str) -> None:
     for field in data:
         if field not in allowed:
             close = difflib.get_close_matches(field, sorted(allowed), n=1)
-            hint = f"did you mean '{close[0]}'? " if close else ""
-            raise DataError(path, field, data[field], f"unknown field; {hint}allowed: {', '.join(sorted(allowed))}")
+            names = sorted(allowed)  # a kind has up to 25 fields: all of them would not fit one line
+            shown = (f"did you mean '{close[0]}'? ({len(names)} fields allowed" if close else
+                     f"allowed: {', '.join(names[:SHOWN_NAMES])}, ... ({len(names)} in all")
+            raise DataError(path, field, data[field], f"unknown field; {shown}, docs/data-format.md)")
 
 
 def _quantities(path: Path, data: dict, kind: str) -> dict[str, Quantity]:
@@ -152,7 +155,10 @@ def _memory_tiers(path: Path, data: dict, kind: str, defaults: CalibrationDefaul
             if key not in ("tier", "capacity", "bandwidth", "efficiency"):
                 raise DataError(path, f"{field}.{key}", table[key], "allowed keys: tier, capacity, bandwidth, efficiency")
         tier = table.get("tier", _MISSING)
-        if kind == "fpga" and tier in ("hbm", "ddr"):
+        known = ("hbm", "ddr") if kind == "fpga" else MEMORY_TIERS  # an FPGA's defaults know these two
+        if not isinstance(tier, str) or tier not in known:
+            raise DataError(path, f"{field}.tier", tier, f"allowed for a {kind} entry: {', '.join(known)}")
+        if kind == "fpga":
             default_eta = defaults.eta_for(f"fpga_{tier}_bandwidth")
         else:
             default_eta = defaults.eta_for(f"{kind}_bandwidth")

@@ -308,16 +308,22 @@ class Catalog:
             where = f"value {int(err.field[11:-1]) + 1}" if err.field.startswith("rank_probs[") else "the sum"
             raise InputError(f"acceptance {shown(text)}: {where} = {shown(err.value)}: {err.allowed}") from None
 
-    def tree_document(self, spec: str) -> dict | None:
-        """A tree given as a file or as published:NAME (models/trees/NAME.toml); None for inline SPECs
-        (see spec_file for which strings are files)."""
+    def tree_file(self, spec: str) -> Path | None:
+        """The file a tree SPEC names: models/trees/NAME.toml for published:NAME, or the file itself;
+        None for inline SPECs (see spec_file for which strings are files). Name it in errors about
+        the tree it holds: `published:NAME` does not say which folder of the search path it came from."""
         if spec.startswith("published:"):
             name = spec.split(":", 1)[1]
             path = self._find(self.models_dirs, f"trees/{name}.toml") if NAME_RE.match(name) else None
             if path is None:
                 raise UnknownNameError("published tree", shorten(name), self._names(self.models_dirs, "trees"))
-            return read_tree_document(path)
-        path = spec_file(spec.strip(), "tree")
+            return path
+        return spec_file(spec.strip(), "tree")
+
+    def tree_document(self, spec: str) -> dict | None:
+        """A tree given as a file or as published:NAME (models/trees/NAME.toml), its fields checked
+        (read_tree_document); None for inline SPECs."""
+        path = self.tree_file(spec)
         return None if path is None else read_tree_document(path)
 
     @staticmethod

@@ -29,6 +29,10 @@ DTYPE_KEYS = ("torch_dtype", "dtype")  # transformers >= 4.56 writes `dtype`
 # Expert counts as transformers' MoE configs name them: Qwen2/3-MoE, Mixtral, DeepSeek-V2/V3, others.
 MOE_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts", "num_routed_experts",
             "n_experts")
+# Largest width, count or length a config key may give (docs/data-format.md, "Reading limits"). Real
+# ones are far below (the largest shipped: 152k vocabulary, 131k positions); past it, parameter and
+# FLOP counts (products of a few keys) leave float range and print as inf, or fail to convert.
+MAX_CONFIG_INT = 2**31 - 1
 
 
 def _int(path, config: dict, key: str, default: Any = _MISSING) -> int:
@@ -39,6 +43,8 @@ def _int(path, config: dict, key: str, default: Any = _MISSING) -> int:
         raise DataError(path, f"config.{key}", _MISSING, "required by this model family")
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise DataError(path, f"config.{key}", value, "must be a positive integer")
+    if value > MAX_CONFIG_INT:
+        raise DataError(path, f"config.{key}", value, f"must be at most {MAX_CONFIG_INT:,} (2^31 - 1)")
     return value
 
 

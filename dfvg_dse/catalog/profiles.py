@@ -12,6 +12,7 @@ import numpy as np
 from dfvg_dse.catalog._io import read_json, read_jsonl, read_provenance, read_string, read_toml
 from dfvg_dse.catalog.errors import _MISSING, CatalogError, DataError
 from dfvg_dse.specs import AcceptanceProfile, AcceptanceTrace, ConfidenceModel, SpecError, TreeSpec
+from dfvg_dse.specs.hardware import show_value
 
 PROFILE_FIELDS = ("name", "target", "draft", "workload", "temperature", "tag", "source", "notes", "rank",
                   "depth_rank", "confidence", "fit", "trace")
@@ -247,5 +248,6 @@ def read_tree_document(path: Path) -> dict:
             seen.add(path_ranks)
         for i, choice in enumerate(data["choices"]):
             if len(choice) > 1 and tuple(choice[:-1]) not in seen:
-                raise DataError(path, f"choices[{i}]", choice, f"needs its parent path {choice[:-1]} listed too")
+                raise DataError(path, f"choices[{i}]", choice,
+                                f"needs its parent path {show_value(choice[:-1])} listed too")
     return data

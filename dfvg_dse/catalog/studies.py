@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from dfvg_dse.catalog.errors import CatalogError
+from dfvg_dse.specs.hardware import shorten
 from dfvg_dse.specs.hardware import show_value as shown
 from dfvg_dse.units import DTYPE_BYTES
 
@@ -37,7 +38,7 @@ class StudyError(CatalogError):
 
     def __init__(self, path: Path | str, table: str, key: str, value: Any, allowed: str):
         text = repr(value) if isinstance(value, float) and value.is_integer() else shown(value)  # 2.0, not 2
-        super().__init__(f"{path}: [{table}] {key} = {text}: {allowed}")
+        super().__init__(f"{path}: [{table}] {shorten(key)} = {text}: {allowed}")  # a key can be any length
 
 
 def _bound(x: int | float) -> str:
@@ -117,9 +118,9 @@ def check_study(path: Path | str, doc: dict, choices: Mapping[str, Sequence[str]
                            "(docs/search.md), or leave --study out for the default space")
     for key, value in doc.items():
         if key not in TABLES and isinstance(value, dict):
-            raise CatalogError(f"{path}: unknown table [{key}]; allowed: [models], [hardware], [space]")
+            raise CatalogError(f"{path}: unknown table [{shorten(key)}]; allowed: [models], [hardware], [space]")
         if key not in TABLES:
-            raise CatalogError(f"{path}: {key} = {shown(value)}: unknown key outside a table; keys go in "
+            raise CatalogError(f"{path}: {shorten(key)} = {shown(value)}: unknown key outside a table; keys go in "
                                "[models], [hardware] or [space] (docs/search.md)")
     choices = choices or {}
     out: dict[str, dict] = {}

@@ -22,8 +22,9 @@ TREE_HELP = ("chain:G, seq:KxL, kary:KxD, choices:[[0],[1],[0,0]], vllm:[(0,),(0
 
 
 def _tree(ctx: click.Context, spec: str) -> TreeSpec:
-    document = catalog_of(ctx).tree_document(spec)
-    return parse_tree_spec(spec) if document is None else from_document(document, spec)
+    catalog = catalog_of(ctx)
+    path = catalog.tree_file(spec)  # errors about a file's tree name the file
+    return parse_tree_spec(spec) if path is None else from_document(catalog.tree_document(spec), str(path))
 
 
 @cli.group()

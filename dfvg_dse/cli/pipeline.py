@@ -142,9 +142,9 @@ def estimate_cmd(ctx, target, draft, draft_device, verify_device, link_name, acc
         refuse_other_rules(ctx, _RULE_OPTIONS, "tree" if tree_spec else dynamic or "optimal",
                            "--tree" if tree_spec else f"--dynamic {dynamic}" if dynamic else "the optimal tree")
         if tree_spec:
-            document = catalog.tree_document(tree_spec)
-            config = dataclasses.replace(base, tree=parse_tree_spec(tree_spec) if document is None
-                                         else from_document(document, tree_spec))
+            path = catalog.tree_file(tree_spec)  # errors about a file's tree name the file
+            config = dataclasses.replace(base, tree=parse_tree_spec(tree_spec) if path is None
+                                         else from_document(catalog.tree_document(tree_spec), str(path)))
         elif dynamic:
             if dynamic == "adapt":
                 setup = Setup(target_model, draft_model, profile, verify, drafter, drafter, system.link, system.link,

@@ -22,6 +22,7 @@ from dfvg_dse.report.tables import pareto_info
 from dfvg_dse.search import SAMPLERS, param_importances, run_search, sweep_frame, trials_frame
 from dfvg_dse.search import study_exists
 from dfvg_dse.specs import InputError
+from dfvg_dse.specs.hardware import shorten
 
 DEFAULTS = {"target": "qwen3-8b", "draft": "qwen3-0.6b", "target_dtype": "float16", "draft_dtype": "bfloat16",
             "verify_devices": ["rtx-4090"], "draft_devices": ["v80", "u280", "rtx-4090", "xeon-silver-4310"]}
@@ -80,7 +81,7 @@ def _space(ctx, request: dict) -> tuple[SearchSpace, dict]:
     links = hardware.get("links", {})
     unused = [name for name in links if name not in chosen["draft_devices"]]
     if unused and not drafts:  # a typo would leave the device on its host link without a word
-        raise InputError(f"{study}: [hardware] links.{unused[0]}: not one of the draft devices "
+        raise InputError(f"{study}: [hardware] links.{shorten(unused[0])}: not one of the draft devices "
                          f"({', '.join(chosen['draft_devices'])})")
     link_specs = []
     for d in drafters:
@@ -92,8 +93,13 @@ def _space(ctx, request: dict) -> tuple[SearchSpace, dict]:
             link_specs.append((d.name, from_study(where, catalog.link, name)))
     defaults = catalog.defaults()
     given = acceptance or models.get("acceptance")
+    # without an acceptance, the pair's profile: when the study chose the pair, its error names the study
+    chose = [name for name, flag in (("target", target), ("draft", draft)) if key("models", name, flag)]
+    pair_key = f"[models] {' and '.join(chose)}" if chose else None
     profile = from_study(key("models", "acceptance", acceptance), catalog.acceptance, given) if given \
-        else catalog.pair_profile(chosen["target"], chosen["draft"])
+        else from_study(pair_key, catalog.pair_profile, chosen["target"], chosen["draft"],
+                        "give acceptance = SPEC under [models] (0.8, a rank vector, pair:NAME or a profile file) "
+                        "or pass --acceptance" if pair_key else "")
     kwargs = {name: value if name == "context" else tuple(value) for name, value in space.items()}
     result = SearchSpace(target_model, draft_model, profile, verifiers, drafters,
                          tuple(link_specs), sync_s=defaults.sync_per_round_s, record_bytes=defaults.token_record_bytes,
@@ -248,8 +254,9 @@ def search_cmd(ctx, study, target, draft, acceptance, verify_device, draft_devic
         if saved is not None:  # a manifest may be old or edited by hand: its study is checked like a file
             if not isinstance(saved, dict) or not isinstance(saved.get("study", {}), dict):
                 raise InputError(f"{base / run_id / 'manifest.json'}: request: not a saved search request")
-            saved = {**saved, "study": check_study(base / run_id / "manifest.json", saved.get("study", {}),
-                                                   {"families": FAMILIES, "schedules": SCHEDULE_CHOICES})}
+            if saved.get("study"):  # {} when the run was started without --study (the shipped defaults)
+                saved = {**saved, "study": check_study(base / run_id / "manifest.json", saved["study"],
+                                                       {"families": FAMILIES, "schedules": SCHEDULE_CHOICES})}
         request = saved or request
     space, chosen = _space(ctx, request)
     if storage and not resume:  # a bad URL or a taken study name fails before any folder is touched
@@ -365,6 +372,7 @@ def pareto_cmd(run, as_json):
     """Redraw a finished run's Pareto plots (pareto.png, pareto.svg) from its trials.csv."""
     path = Path(run)
     manifest, frame = export.read_run(path, sweeps=True)
+    export.remove_temporaries(path)  # what a killed redraw left
     info = pareto_info(frame)
     inputs = manifest.get("inputs", {})
     what = "grid points" if manifest.get("kind") == "sweep" else "trials"
@@ -389,6 +397,7 @@ def export_cmd(run, pick, trial, fmt, output):
     """A deployment config for a recommended design: ours (json) or a serving engine's."""
     path = Path(run)
     manifest, frame = export.read_run(path)
+    export.remove_temporaries(path)  # what a killed export left
     recommended_path = path / "recommended.json"
     if trial is not None and pick is not None:
         raise InputError("give --pick or --trial, not both")
@@ -396,7 +405,7 @@ def export_cmd(run, pick, trial, fmt, output):
     if trial is None:
         if not recommended_path.is_file():
             raise InputError(f"{path}: no recommended.json (no feasible design); use --trial N")
-        design = json.loads(recommended_path.read_text()).get(pick)
+        design = export.read_recommended(recommended_path).get(pick)
         if design is None:
             raise InputError(f"{path}: no '{pick}' design recorded")
     else:
@@ -406,10 +415,10 @@ def export_cmd(run, pick, trial, fmt, output):
         row = rows.iloc[0]
         if not bool(row["feasible"]):
             raise InputError(f"--trial {trial}: infeasible ({row['reason']})")
-        picks = json.loads(recommended_path.read_text()) if recommended_path.is_file() else {}
+        picks = export.read_recommended(recommended_path) if recommended_path.is_file() else {}
         template = next(iter(picks.values()), {})
         design = {**{k: template.get(k) for k in ("target", "draft", "target_source", "draft_source", "assumptions")},
-                  **_row_design(row, manifest, template)}
+                  **_row_design(row, manifest, template, path / "trials.csv")}
     config = engine_config(design, fmt)
     name = f"trial-{trial}" if trial is not None else pick
     out = Path(output) if output else path / (f"export-{name}.json" if fmt == "json" else f"export-{name}.{fmt}.json")
@@ -417,14 +426,14 @@ def export_cmd(run, pick, trial, fmt, output):
     emit_json(config)
 
 
-def _row_design(row, manifest: dict, template: dict) -> dict:
+def _row_design(row, manifest: dict, template: dict, table: Path) -> dict:
     kinds = {template.get("draft_device"): template.get("draft_kind")}
+    parents, ranks = export.row_tree(table, row)
     design = {"draft_device": row["draft_device"], "verify_device": row["verify_device"],
               "draft_kind": kinds.get(row["draft_device"], "fpga" if "fpga_pe_fraction" in row and
                                       row["fpga_pe_fraction"] == row["fpga_pe_fraction"] else "gpu"),
               "schedule": row["schedule"], "batch": int(row["batch"]), "family": row["family"], "depth": int(row["depth"]),
-              "parents": json.loads(row["parents"]) if isinstance(row.get("parents"), str) else [-1],
-              "ranks": json.loads(row["ranks"]) if isinstance(row.get("ranks"), str) else [0],
+              "parents": parents, "ranks": ranks,
               "dynamic": row["family"] == "adapt", "trial": int(row["trial"]),
               "link": manifest.get("space", {}).get("links", {}).get(row["draft_device"])}
     design["expected"] = {k: float(row[k]) for k in ("tokens_per_s", "j_per_token", "speedup_vs_ar") if k in row}

@@ -18,7 +18,7 @@ import pandas as pd
 
 from dfvg_dse.pipeline.grid import (SCHEDULE_CHOICES, SearchSpace, adapt_estimate, adapt_rule, build_grid,
                                     build_shapes, draft_variants, evaluate_points, fpga_variant, shape_key)
-from dfvg_dse.specs import DecodeConfig, InputError, SystemSpec
+from dfvg_dse.specs import DecodeConfig, SystemSpec
 from dfvg_dse.tree import greedy_tree
 
 # Per-sequence speed, not the batch's aggregate: with an aggregate a larger batch would win both

@@ -21,6 +21,8 @@ whatever the number of processes, is a ledger in the study itself:
 from __future__ import annotations
 
 import datetime
+import os
+import socket
 import time
 import warnings
 from collections import Counter
@@ -35,7 +37,9 @@ LEASE_ATTR = "dfvg_lease"  # on a lease trial: how many trials it may write
 OWNER_ATTR = "dfvg_lease_of"  # on a written trial: the number of the lease it counts against
 LEASE_MAX = 32  # trials per lease: about a third of a second of work, one extra transaction per lease
 LEASE_TTL_S = 60.0  # a lease older than this no longer counts (its holder died); clocks must agree within ~30 s
-LEASE_RENEW_S = 15.0  # a holder renews its lease after this long
+LEASE_RENEW_S = 15.0  # a holder takes no new trial on a lease older than this
+LEASE_SAFE_S = 45.0  # nor writes one on it (a slow trial's lease is renewed first): others count it to LEASE_TTL_S
+HOLDER_ATTR = "dfvg_lease_holder"  # on a lease: "host:pid" of its process; a dead local holder's lease lapses at once
 WAIT_S = 0.25  # how often a process with no slot left looks at the ledger again
 COMPLETE, RUNNING, FAIL = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.RUNNING,
                            optuna.trial.TrialState.FAIL)
@@ -44,7 +48,8 @@ COMPLETE, RUNNING, FAIL = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialS
 def _storage_error(url: str, err: Exception, doing: str) -> InputError:
     cause = err.__cause__ or err.__context__ or err  # optuna wraps the driver's own reason
     text = (str(cause).strip() or type(cause).__name__).splitlines()[0]
-    return InputError(f"--storage {url}: cannot {doing}: {text}")
+    where = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else f"--storage {url}"  # the run's own file
+    return InputError(f"{where}: cannot {doing}: {text}")
 
 
 STORAGE_ERRORS = (optuna.exceptions.StorageInternalError, OSError)
@@ -94,14 +99,35 @@ def _now() -> datetime.datetime:
     return datetime.datetime.now()
 
 
+def _holder() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _holder_gone(holder: object) -> bool:
+    """A lease's process ran on this machine and has exited (a kill -9): its slots are free now."""
+    host, _, pid = str(holder).rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False  # another machine's: only its age tells
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def _live(trial: optuna.trial.FrozenTrial, oldest: datetime.datetime) -> bool:
+    return (trial.state == RUNNING and LEASE_ATTR in trial.user_attrs and trial.datetime_start is not None
+            and trial.datetime_start > oldest and not _holder_gone(trial.user_attrs.get(HOLDER_ATTR)))
+
+
 def ledger(study: optuna.Study) -> Ledger:
     """Completed trials and the live leases' outstanding counts, from one read of the study."""
     trials = study.get_trials(deepcopy=False, states=(COMPLETE, RUNNING))
     written = Counter(t.user_attrs.get(OWNER_ATTR) for t in trials if t.state == COMPLETE)
     oldest = _now() - datetime.timedelta(seconds=LEASE_TTL_S)
-    live = {t.number: max(0, int(t.user_attrs[LEASE_ATTR]) - written[t.number]) for t in trials
-            if t.state == RUNNING and LEASE_ATTR in t.user_attrs and t.datetime_start is not None
-            and t.datetime_start > oldest}
+    live = {t.number: max(0, int(t.user_attrs[LEASE_ATTR]) - written[t.number]) for t in trials if _live(t, oldest)}
     return Ledger(sum(1 for t in trials if t.state == COMPLETE), live)
 
 
@@ -123,6 +149,9 @@ class Lease:
         `stop()` turned true while waiting for a slot that another process holds)."""
         if self.left() > 0:
             return ledger(self.study)
+        return self._renew(stop)
+
+    def _renew(self, stop=lambda: False) -> Ledger | None:
         self.release()
         while not stop():
             book = ledger(self.study)
@@ -135,7 +164,7 @@ class Lease:
         return None
 
     def _grant(self, size: int) -> bool:
-        template = optuna.trial.create_trial(state=RUNNING, user_attrs={LEASE_ATTR: size})
+        template = optuna.trial.create_trial(state=RUNNING, user_attrs={LEASE_ATTR: size, HOLDER_ATTR: _holder()})
         study_id = self.store.get_study_id_from_name(self.study.study_name)
         self.trial_id = self.store.create_new_trial(study_id, template_trial=template)
         self.number = self.store.get_trial_number_from_id(self.trial_id)
@@ -150,13 +179,18 @@ class Lease:
             self.size = room
         return True
 
-    def write(self, trial: optuna.trial.FrozenTrial) -> None:
-        """Write one completed trial against the lease (one transaction)."""
-        assert self.left() > 0
+    def write(self, trial: optuna.trial.FrozenTrial, stop=lambda: False) -> bool:
+        """Write one completed trial against the lease (one transaction). A lease that is full or
+        too old for it (a slow trial) is renewed first; False when the study reached its target
+        meanwhile (the trial is then one too many, and is not written)."""
+        if self.trial_id is None or self.written >= self.size or time.monotonic() - self.started >= LEASE_SAFE_S:
+            if self._renew(stop) is None:
+                return False
         self.study.add_trial(optuna.trial.create_trial(
             values=trial.values, params=trial.params, distributions=trial.distributions,
             user_attrs={**trial.user_attrs, OWNER_ATTR: self.number}, system_attrs=trial.system_attrs))
         self.written += 1
+        return True
 
     def release(self) -> None:
         """Close the lease (its unused slots go back to the study)."""

@@ -69,6 +69,7 @@ def kary(k: int, depth: int) -> TreeSpec:
 def from_choices(choices, name: str = "") -> TreeSpec:
     """Medusa/EAGLE path list -> TreeSpec in level order; every prefix must be listed too."""
     _check_size(len(choices) + 1)
+    _check_drafts(len(choices) + 1)
     paths = [tuple(_check_path(p)) for p in choices]
     seen: set[tuple[int, ...]] = set()
     for path in paths:
@@ -104,6 +105,7 @@ def to_vllm_literal(tree: TreeSpec) -> str:
 def from_parents(parents, ranks=None, name: str = "") -> TreeSpec:
     """A parent array (root first, -1) -> TreeSpec; missing ranks follow order among siblings."""
     _check_size(len(parents))
+    _check_drafts(len(parents))
     parents = [int(p) for p in parents]
     for i, parent in enumerate(parents):
         if parent != -1 if i == 0 else not 0 <= parent < i:
@@ -221,6 +223,13 @@ def _check_size(nodes: int, depth: int = 0) -> None:
     if depth > MAX_TREE_DEPTH:
         raise InputError(f"tree: depth {depth:,}; at most {MAX_TREE_DEPTH} levels (and {MAX_TREE_TOKENS} "
                          "draft tokens) are supported")
+
+
+def _check_drafts(nodes: int) -> None:
+    """A static tree drafts at least one token, as chain:1 does (the root alone is autoregressive decoding)."""
+    if nodes < 2:
+        raise InputError("tree: no draft token below the root; the smallest tree is chain:1 (for autoregressive "
+                         "decoding, estimate --schedule ar)")
 
 
 def draw_tree(tree: TreeSpec, profile=None) -> list[str]:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_checks import one_line_error
 from dfvg_dse.catalog import Catalog, CatalogError
 
 
@@ -128,3 +129,56 @@ def test_import_into_a_file_path_is_one_line(tmp_path, catalog):
     blocker.write_text("")
     with pytest.raises(CatalogError, match=r"cannot write"):
         catalog.import_model(config, "x", out_dir=blocker / "sub")
+
+
+@pytest.mark.parametrize("old, new, command", [
+    ("intermediate_size = 11008", "intermediate_size = 11008" + "0" * 300, ("models", "show", "llama-2-7b", "--json")),
+    ("intermediate_size = 11008", "intermediate_size = 11008" + "0" * 300,
+     ("cost", "--model", "llama-2-7b", "--device", "rtx-4090", "--json")),
+    ("hidden_size = 4096", "hidden_size = " + "4096" * 80, ("models", "show", "llama-2-7b")),
+])
+def test_a_config_count_past_float_range_is_one_line_not_inf(run, models_copy, old, new, command):
+    # found by tests/test_data_fuzz.py: `models show` ended in an OverflowError, `cost` printed inf seconds
+    path = models_copy / "llama-2-7b.toml"
+    _edit(path, old, new)
+    field = old.split(" = ")[0]
+    one_line_error(run("--models-dir", str(models_copy), *command), str(path), f"field 'config.{field}'",
+                   "must be at most 2,147,483,647 (2^31 - 1)")
+
+
+@pytest.mark.parametrize("kind, name", [("fpga", "v80"), ("gpu", "rtx-4090"), ("cpu", "xeon-silver-4310")])
+def test_an_unknown_hardware_field_is_one_short_line(hwdb_copy, kind, name):
+    # found by the data fuzzer: the 25 allowed fields of an entry made a 400-character line
+    _edit(hwdb_copy / kind / f"{name}.toml", "tdp = ", "tdpp = { value = 1 }\ntdp = ")
+    with pytest.raises(CatalogError) as err:
+        Catalog.open(hwdb_dir=hwdb_copy).device(name)
+    text = str(err.value)
+    assert "\n" not in text and len(text) < 300, text
+    assert "field 'tdpp'" in text and "did you mean 'tdp'?" in text and "allowed, docs/data-format.md)" in text
+    _edit(hwdb_copy / kind / f"{name}.toml", "tdpp = ", "zzz = ")  # nothing close: the first names of the list
+    with pytest.raises(CatalogError) as err:
+        Catalog.open(hwdb_dir=hwdb_copy).device(name)
+    assert len(str(err.value)) < 300 and "field 'zzz'" in str(err.value), str(err.value)
+    listed = r"unknown field; allowed: ([a-z_]+, ){8}\.\.\. \(2\d in all, docs/data-format.md\)$"
+    assert re.search(listed, str(err.value))
+
+
+def test_a_long_field_name_is_cut_in_the_one_line(hwdb_copy):
+    # found by the data fuzzer: a 300-character key was echoed whole
+    _edit(hwdb_copy / "gpu" / "rtx-4090.toml", "tdp = ", f"{'k' * 300} = 1\ntdp = ")
+    with pytest.raises(CatalogError) as err:
+        Catalog.open(hwdb_dir=hwdb_copy).device("rtx-4090")
+    text = str(err.value)
+    assert "\n" not in text and len(text) < 400 and "field 'kkkk" in text and "k" * 61 not in text, text
+
+
+@pytest.mark.parametrize("old, new, needle", [
+    ('tier = "ddr"', "", "field 'memory[1].tier' missing: allowed for a fpga entry: hbm, ddr"),
+    ('tier = "ddr"', 'tier = "gddr"', "field 'memory[1].tier' = 'gddr': allowed for a fpga entry: hbm, ddr"),
+    ('tier = "ddr"', "tier = 5", "field 'memory[1].tier' = 5: allowed for a fpga entry: hbm, ddr"),
+])
+def test_an_fpga_memory_tier_is_checked_before_its_defaults(run, hwdb_copy, old, new, needle):
+    # found by the data fuzzer: a missing or GPU tier on an FPGA ended in KeyError: 'fpga_bandwidth'
+    path = hwdb_copy / "fpga" / "v80.toml"
+    _edit(path, old, new)
+    one_line_error(run("--hwdb-dir", str(hwdb_copy), "hw", "show", "v80"), str(path), needle)

@@ -109,6 +109,10 @@ def test_forward_settings_of_a_checkpoint_config(tmp_path):
      "field 'config.num_experts' = 128: a mixture-of-experts model: MoE targets are not modelled yet"),
     ({"model_type": "mixtral", "num_local_experts": 8},
      "field 'config.num_local_experts' = 8: a mixture-of-experts model: MoE targets are not modelled yet"),
+    # a count past int32 is a typo; one past float range ended in an OverflowError or inf (data fuzzer)
+    ({"hidden_size": 2**31}, "field 'config.hidden_size' = 2147483648: must be at most 2,147,483,647 (2^31 - 1)"),
+    ({"intermediate_size": 10**300},
+     f"field 'config.intermediate_size' = {'1' + '0' * 56}...: must be at most 2,147,483,647 (2^31 - 1)"),
 ])
 def test_models_import_refuses_with_one_line(tmp_path, change, message):
     config = tmp_path / "config.json"

@@ -114,3 +114,28 @@ def test_unknown_names_in_a_study_name_the_study_key(run, tmp_path, table, line,
         flagged = one_line_error(run("sweep", "--study", str(path), "--draft-device", "rtx-4909",
                                      "--results-dir", str(tmp_path)), "unknown device 'rtx-4909'", max_chars=600)
         assert "[hardware]" not in flagged
+
+
+@pytest.mark.parametrize("command", ["search", "sweep"])
+def test_a_study_pair_without_a_profile_names_the_study(run, tmp_path, command):
+    # found by tests/test_data_fuzz.py: the error said "pass --acceptance" and named no file
+    path = _study(tmp_path, models='draft = "opt-125m"')
+    line = one_line_error(run(command, "--study", str(path), "--results-dir", str(tmp_path / "runs")),
+                          f"{path}: [models] target and draft: no acceptance profile for qwen3-8b/opt-125m",
+                          "give acceptance = SPEC under [models]", max_chars=400)
+    assert "--acceptance" in line
+    flagged = one_line_error(run(command, "--study", str(path), "--target", "opt-13b", "--draft", "llama-68m",
+                                 "--results-dir", str(tmp_path / "runs")), max_chars=400)
+    assert str(path) not in flagged and "opt-13b/llama-68m" in flagged  # the flags chose the pair, not the file
+
+
+@pytest.mark.parametrize("table, line", [
+    ("space", f"{'y' * 300} = 1"), ("top", f"{'w' * 300} = 1\n"), ("top", f"[{'z' * 300}]\na = 1\n"),
+    ("hardware", f'links = {{ {"x" * 300} = "nvlink-4" }}'),
+])
+def test_a_long_study_key_is_cut_in_the_one_line(run, tmp_path, table, line):
+    # found by tests/test_data_fuzz.py: a 300-character key was echoed whole (a 438-character line)
+    path = _study(tmp_path, **{table: line})
+    text = one_line_error(run("search", "--study", str(path), "--results-dir", str(tmp_path / "runs")), str(path),
+                          max_chars=400)
+    assert "..." in text and not any(c * 61 in text for c in "xyzw"), text

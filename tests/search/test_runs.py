@@ -214,3 +214,110 @@ def test_study_readers_skip_the_leases(small_space, tmp_path):
     assert states <= {optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL}
     from dfvg_dse.search import trials_frame
     assert len(trials_frame(study)) == 70
+
+
+def test_slow_trials_renew_their_lease(small_space, tmp_path, monkeypatch):
+    from dfvg_dse.search import studies
+    monkeypatch.setattr(studies, "LEASE_RENEW_S", 0.0)  # every trial outlives its lease: each write renews
+    monkeypatch.setattr(studies, "LEASE_SAFE_S", 0.0)
+    study = run_search(small_space, f"sqlite:///{tmp_path / 'slow.db'}", "slow", 25, seed=0)
+    assert completed(study) == 25
+
+
+def test_resume_of_a_run_on_the_shipped_defaults(run, tmp_path):
+    args = ["search", "--results-dir", str(tmp_path), "--run-id", "d", "--json"]
+    assert run(*args, "--trials", "8").exit_code == 0
+    again = run(*args, "--trials", "12", "--resume")  # its saved request has no study file
+    assert again.exit_code == 0, again.stderr
+    assert json.loads(again.stdout)["trials"] == 12
+
+
+@pytest.mark.slow
+def test_a_killed_process_frees_its_slots_at_once(tmp_path, small_study):
+    from dfvg_dse.search.studies import ledger
+    p = subprocess.Popen(_search("--study", str(small_study), "--trials", "5000", "--results-dir", str(tmp_path),
+                                 "--run-id", "k", "--json"), env=ENV, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    db = tmp_path / "k" / "study.db"
+    _kill_when(p, db, 10)
+    study = optuna.load_study(study_name="k", storage=f"sqlite:///{db}")
+    assert _states(db).get("RUNNING", 0) == 1  # its lease is still open ...
+    assert ledger(study).outstanding == {}  # ... but counts for nothing: its process is gone
+
+
+@pytest.mark.slow
+def test_workers_stop_when_their_parent_is_killed(tmp_path, small_study):
+    p = subprocess.Popen(_search("--study", str(small_study), "--trials", "100000", "--results-dir", str(tmp_path),
+                                 "--run-id", "orphans", "--n-workers", "2"), env=ENV, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    db = tmp_path / "orphans" / "study.db"
+    _kill_when(p, db, 40)
+    time.sleep(2)  # a worker notices between two trials
+    before = _states(db)
+    time.sleep(2)
+    assert _states(db) == before
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("after_s", [0.6, 1.2, 2.0])
+def test_ctrl_c_while_workers_start(tmp_path, small_study, after_s):
+    p = subprocess.Popen(_search("--study", str(small_study), "--trials", "100000", "--results-dir", str(tmp_path),
+                                 "--run-id", "early", "--n-workers", "2"), env=ENV, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    time.sleep(after_s)
+    os.killpg(p.pid, signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode in (130, 2) and "Traceback" not in err and err.strip().count("\n") == 0, err
+
+
+def test_pareto_and_export_remove_what_a_killed_redraw_left(run, tmp_path, small_study):
+    args = ["search", "--study", str(small_study), "--results-dir", str(tmp_path), "--run-id", "p", "--json"]
+    assert run(*args, "--trials", "10").exit_code == 0
+    strays = [tmp_path / "p" / ".pareto.png.999999998.ab_cdefg.png", tmp_path / "p" / ".export-knee.json.999999997.x1y2z3w4.json"]
+    for stray in strays:
+        stray.write_bytes(b"")
+    assert run("pareto", str(tmp_path / "p")).exit_code == 0
+    assert run("export", str(tmp_path / "p")).exit_code == 0
+    assert not any(s.exists() for s in strays)
+
+
+DAMAGED = [
+    ("manifest.json", "[" * 100000 + "]" * 100000, "nested too deeply"),
+    ("manifest.json", "[]", "expected a JSON object"),
+    ("manifest.json", '{"kind": "search", "inputs": 5, "summary": {}}', "inputs must be an object"),
+    ("recommended.json", "{bad", "not valid JSON"),
+    ("recommended.json", '{"knee": 5}', "knee: must be an object"),
+    ("trials.csv", None, "column j_per_token must hold numbers"),
+    ("trials.csv", "nan", "j_per_token = nan in a feasible design"),
+]
+
+
+@pytest.mark.parametrize("name,content,message", DAMAGED, ids=[f"{n}-{m.split()[0]}" for n, _, m in DAMAGED])
+def test_damaged_run_files_are_one_line(run, tmp_path, small_study, name, content, message):
+    assert run("search", "--study", str(small_study), "--results-dir", str(tmp_path), "--run-id", "z", "--trials",
+               "10", "--json").exit_code == 0
+    target = tmp_path / "z" / name
+    if name == "trials.csv":
+        import pandas as pd
+        frame = pd.read_csv(target)
+        frame["j_per_token"] = frame["j_per_token"].astype(object)
+        frame.loc[frame.index[frame["feasible"]][0], "j_per_token"] = content or "lots"
+        frame.to_csv(target, index=False)
+    else:
+        target.write_text(content)
+    for command in (["export", str(tmp_path / "z")], ["pareto", str(tmp_path / "z")]):
+        if name == "recommended.json" and command[0] == "pareto":
+            continue
+        result = run(*command)
+        assert result.exit_code == 2 and message in result.stderr and result.stderr.count("\n") == 1, result.stderr
+
+
+def test_a_recommended_design_with_a_broken_tree_is_refused(run, tmp_path, small_study):
+    assert run("search", "--study", str(small_study), "--results-dir", str(tmp_path), "--run-id", "y", "--trials",
+               "10", "--json").exit_code == 0
+    path = tmp_path / "y" / "recommended.json"
+    picks = json.loads(path.read_text())
+    picks["knee"]["parents"] = "x"
+    path.write_text(json.dumps(picks))
+    result = run("export", str(tmp_path / "y"), "--format", "vllm")
+    assert result.exit_code == 2 and "knee.parents: must be a list" in result.stderr

@@ -62,6 +62,10 @@ def test_choices_parents_choices_round_trip(draws):
     ("choices:[[-1]]", "is not a path of ranks"),
     ("parents:-1,x", "parents must be integers"),
     ("kary:64x4", "draft tokens; at most 4096"),
+    # the root alone drafts nothing (estimate ended in "max() arg is an empty sequence"; data fuzzer)
+    ("parents:-1", "no draft token below the root"),
+    ("choices:[]", "no draft token below the root"),
+    ("vllm:[]", "no draft token below the root"),
 ])
 def test_bad_tree_specs_are_one_line_errors(spec, message):
     with pytest.raises(InputError, match=message.replace("[", r"\[").replace("]", r"\]")):
@@ -121,3 +125,6 @@ def test_tree_documents_check_ranks_and_parents():
     with pytest.raises(InputError, match="past the 2,097,152 read as a path list"):
         from_document({"choices": "[" + " " * (1 << 21) + "]"})
     assert from_document({"parents": [-1, 0, 0], "ranks": [0, 1, 0]}).ranks == (0, 1, 0)
+    for document in ({"parents": [-1]}, {"choices": []}, {"choices": "[]"}):
+        with pytest.raises(InputError, match="tree.json: tree: no draft token below the root"):
+            from_document(document, "tree.json")
