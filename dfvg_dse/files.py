@@ -22,6 +22,12 @@ from pathlib import Path
 from dfvg_dse.specs import InputError
 
 
+def path_text(path: str | Path) -> str:
+    """A path as text that can be written into a UTF-8 file: bytes that are not UTF-8 (a file name
+    from another encoding) become U+FFFD, as click shows them."""
+    return os.fsencode(path).decode("utf-8", "replace")
+
+
 def current_umask() -> int:
     """The process's umask (read by setting and restoring it: the only way the OS offers)."""
     mask = os.umask(0o022)

@@ -327,3 +327,25 @@ def test_sync_us_past_a_second_is_refused_and_a_second_is_infeasible_only_if_it_
 ])
 def test_a_device_in_the_wrong_role_names_option_device_and_kinds(run, command, needles):
     _one_line_error(run(*command), *needles)
+
+
+# Issue 13 review: a byte that is not UTF-8 in a free-text option reached the file being written and
+# the error named that file. Python hands such bytes over as lone surrogates (surrogateescape).
+@pytest.mark.parametrize("args, option", [
+    (["models", "import", str(CONFIGS / "config_llama_tiny.json"), "--name", "zz", "--source", "bad\udcffsrc"], "--source"),
+    (["acceptance", "fit", "t.jsonl", "-o", "x.toml", "--name", "n\udcff"], "--name"),
+    (["estimate", "--target", "q\udcff", "--verify-device", "rtx-4090", "--tree", "chain:2"], "--target"),
+])
+def test_text_that_is_not_utf8_is_refused_naming_the_option(run, tmp_path, args, option):
+    args = [str(tmp_path / "out") if a == "x.toml" else a for a in args] + (
+        ["--out-dir", str(tmp_path)] if args[0] == "models" else [])
+    _one_line_error(run(*args), f"'{option}'", "is not UTF-8 text", "\\xff")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_file_name_that_is_not_utf8_is_read_and_written_as_text(run, tmp_path):
+    config = tmp_path / "c\udcff.json"
+    config.write_bytes((CONFIGS / "config_llama_tiny.json").read_bytes())
+    result = run("models", "import", str(config), "--name", "zz", "--out-dir", str(tmp_path / "out"))
+    assert result.exit_code == 0, result.stderr
+    assert "c\ufffd.json" in (tmp_path / "out" / "zz.toml").read_text(encoding="utf-8")

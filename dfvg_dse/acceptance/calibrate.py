@@ -212,10 +212,15 @@ def fit_profile(rounds: Sequence[TraceRound], name: str, source: str, ranks: int
     rank_vector = rank_vector / max(1.0, rank_vector.sum())
     matrix = matrix / np.maximum(1.0, matrix.sum(axis=1, keepdims=True))
     boot = _bootstrap(hits.sum(axis=1), exposed.sum(axis=1), bootstrap, seed)  # (B, ranks)
+    boot = boot / np.maximum(1.0, boot.sum(axis=1, keepdims=True))  # each resample rescaled as the estimate is
+    # A percentile interval can miss its estimate on a few rounds (and the profile reader refuses one
+    # that does): widened to hold it.
+    ci_low = np.minimum(np.percentile(boot, 2.5, axis=0), rank_vector)
+    ci_high = np.maximum(np.percentile(boot, 97.5, axis=0), rank_vector)
     confidence, confidence_warnings = _confidence_model(rounds, used_ranks, used_depths)
     profile = AcceptanceProfile(name, tuple(float(x) for x in rank_vector),
                                 depth_rank=tuple(tuple(float(x) for x in row) for row in matrix),
                                 confidence=confidence, source=source)
-    return FitResult(profile, np.percentile(boot, 2.5, axis=0), np.percentile(boot, 97.5, axis=0), len(rounds),
+    return FitResult(profile, ci_low, ci_high, len(rounds),
                      float(np.mean([len(r.accepted) - 1 for r in rounds])),
                      tuple(f"{name}: {w}" for w in warnings + confidence_warnings))

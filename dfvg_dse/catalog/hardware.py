@@ -158,6 +158,8 @@ def _memory_tiers(path: Path, data: dict, kind: str, defaults: CalibrationDefaul
         known = ("hbm", "ddr") if kind == "fpga" else MEMORY_TIERS  # an FPGA's defaults know these two
         if not isinstance(tier, str) or tier not in known:
             raise DataError(path, f"{field}.tier", tier, f"allowed for a {kind} entry: {', '.join(known)}")
+        if any(t.tier == tier for t in tiers):  # placement and the FPGA defaults pick a tier by name
+            raise DataError(path, f"{field}.tier", tier, "each tier once: an earlier [[memory]] table names it")
         if kind == "fpga":
             default_eta = defaults.eta_for(f"fpga_{tier}_bandwidth")
         else:

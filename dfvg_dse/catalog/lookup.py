@@ -30,7 +30,7 @@ from dfvg_dse.catalog.models import model_document, model_spec_from_hf_config, p
 from dfvg_dse.catalog.profiles import parse_profile, profile_document, read_tree_document
 from dfvg_dse.catalog.studies import check_study
 from dfvg_dse.catalog.traces import read_trace_file
-from dfvg_dse.files import atomic_write
+from dfvg_dse.files import atomic_write, path_text
 from dfvg_dse.specs import (AcceptanceProfile, CalibrationDefaults, DeviceSpec, InputError, LinkSpec, ModelSpec,
                             SpecError)
 from dfvg_dse.specs.hardware import shorten
@@ -77,10 +77,17 @@ def spec_file(spec: str, what: str) -> Path | None:
         check_regular_file(path)
     except CatalogError as err:
         raise InputError(f"{what}: {err}") from None
-    separators = {os.sep, "/"} | ({os.altsep} if os.altsep else set())
-    if any(sep in spec for sep in separators) or spec.lower().endswith(FILE_SUFFIXES):
+    if _names_a_file(spec):
         raise InputError(f"{what}: no such file: {shown(spec, keep_end=True)}")
     return None
+
+
+def _names_a_file(spec: str) -> bool:
+    """Whether a SPEC value is meant as a file: a path separator or a .json/.toml/.jsonl suffix
+    (pair:NAME, numbers and inline trees are not)."""
+    separators = {os.sep, "/"} | ({os.altsep} if os.altsep else set())
+    return not spec.startswith("pair:") and (any(sep in spec for sep in separators)
+                                             or spec.lower().endswith(FILE_SUFFIXES))
 
 
 def shipped_data_dir(which: str) -> Path:
@@ -349,7 +356,12 @@ class Catalog:
     def read_study(path: str | Path, choices: dict | None = None) -> dict:
         """A study file (TOML): [models], [hardware] and [space] tables (docs/search.md), checked key
         by key and typed (studies.check_study; `choices`: the allowed families and schedules)."""
-        return check_study(path, read_toml(existing_file(path, "study")), choices)
+        doc = check_study(path, read_toml(existing_file(path, "study")), choices)
+        acceptance = doc.get("models", {}).get("acceptance")
+        if isinstance(acceptance, str) and _names_a_file(acceptance) and not Path(acceptance).is_absolute():
+            # a profile file named in a study is found next to the study, wherever the command runs
+            doc = {**doc, "models": {**doc["models"], "acceptance": str(Path(path).parent / acceptance)}}
+        return doc
 
     @staticmethod
     def read_trace(path: str | Path) -> list[tuple[int, dict]]:
@@ -389,7 +401,7 @@ class Catalog:
             raise CatalogError(f"--name {name!r}: use lower-case letters, digits, '.', '_' and '-'")
         config_path = Path(config_path)
         config = read_json(config_path)
-        spec = model_spec_from_hf_config(config_path, config, name, name, source or str(config_path))
+        spec = model_spec_from_hf_config(config_path, config, name, name, source or path_text(config_path))
         target_dir = Path(out_dir) if out_dir is not None else self.import_dir
         target = target_dir / f"{name}.toml"
         if target.exists() and not force:
@@ -404,7 +416,7 @@ class Catalog:
         if shadows and shadowed.resolve() != target.resolve() and not force:
             raise CatalogError(f"--name {name}: {shadowed} has this name, and your file would take its place in "
                                "every command; pick another name, or pass --force to shadow it")
-        document = model_document(config, name, source or f"imported from {config_path.resolve()}", tag)
+        document = model_document(config, name, source or f"imported from {path_text(config_path.resolve())}", tag)
         write_toml_atomic(target, document)
         parse_model(target, read_toml(target))  # the file we wrote must read back
         return target, spec

@@ -18,6 +18,7 @@ PROFILE_FIELDS = ("name", "target", "draft", "workload", "temperature", "tag", "
                   "depth_rank", "confidence", "fit", "trace")
 TRACE_FIELDS = ("file", "run_tokens")
 TRACE_LINE_FIELDS = ("ranks", "top_probs", "accept_probs", "bonus_probs")
+TOP_PROBS_SUM_SLACK = 1e-4  # rows are written rounded to 6 digits (trace_lines); K of them may add a little
 CONFIDENCE_FIELDS = ("top1_mean", "concentration", "tail_shares", "calibration_q", "calibration_accept")
 
 
@@ -84,6 +85,10 @@ def parse_profile(path: Path, data: dict) -> AcceptanceProfile:
             if len(values) != len(probs) or not all(0.0 <= x <= 1.0 for x in values):
                 raise DataError(path, f"rank.{bound}", rank[bound],
                                 f"must list {len(probs)} probabilities in [0, 1], one per entry of rank.probs")
+            for i, (x, p) in enumerate(zip(values, probs)):  # an interval holds its estimate
+                if (x > p) if bound == "ci_low" else (x < p):
+                    raise DataError(path, f"rank.{bound}[{i}]", x, f"must be {'<=' if bound == 'ci_low' else '>='} "
+                                    f"rank.probs[{i}] = {p:g}: the interval holds its estimate")
     depth_rank = _table(path, data, "depth_rank", ("matrix",))
     confidence = _table(path, data, "confidence", CONFIDENCE_FIELDS)
     try:
@@ -174,7 +179,7 @@ def _trace_values(where: str, field: str, value, run_tokens: int):
             raise DataError(where, field, value, "probabilities must be numbers in [0, 1]")
         return tuple(float(x) for x in value)
     width = len(value[0]) if isinstance(value[0], list) else 0
-    for row in value:
+    for t, row in enumerate(value):
         if not isinstance(row, list) or len(row) != width or width == 0:
             raise DataError(where, field, row,
                             f"every position lists the same number of probabilities ({width or 'one or more'})")
@@ -182,6 +187,9 @@ def _trace_values(where: str, field: str, value, run_tokens: int):
             raise DataError(where, field, row, "probabilities must be numbers in [0, 1]")
         if any(a < b for a, b in zip(row, row[1:])):
             raise DataError(where, field, row, "a position's probabilities must be in decreasing order")
+        if sum(row) > 1.0 + TOP_PROBS_SUM_SLACK:  # the K largest of one distribution
+            raise DataError(where, f"{field}[{t}]", f"sum {sum(row):.6g}",
+                            "a position's probabilities are the draft's largest of one distribution: they sum to <= 1")
     return value
 
 

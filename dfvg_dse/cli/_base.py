@@ -60,11 +60,25 @@ def _stop_children() -> None:
 EMPTY_MEANS_NONE = {"trees", "dynamic_rules"}
 
 
+def _refuse_undecodable(ctx: click.Context, param: click.Parameter) -> None:
+    """A text value (not a path) with bytes that are not UTF-8 is refused, naming the option: it would
+    be written into a file (a source, a name) that must stay UTF-8. Paths may hold any bytes."""
+    if isinstance(param.type, click.Path) or ctx.get_parameter_source(param.name) is not \
+            click.core.ParameterSource.COMMANDLINE:
+        return
+    value = ctx.params.get(param.name)
+    for text in value if isinstance(value, tuple) else (value,):
+        if isinstance(text, str) and any("\ud800" <= c <= "\udfff" for c in text):
+            raise click.BadParameter(f"{text.encode('utf-8', 'surrogateescape')!r} is not UTF-8 text",
+                                     ctx=ctx, param=param)
+
+
 def _refuse_empty(command: click.Command, ctx: click.Context, args: list[str]) -> None:
     """An option or argument given as "" is a usage error, never its default; NUL bytes are refused."""
     if any("\x00" in arg for arg in args):  # no file name or value holds one (the OS would refuse it)
         raise click.UsageError("an argument holds a NUL character", ctx=ctx)
     for param in command.params:
+        _refuse_undecodable(ctx, param)
         if (ctx.params.get(param.name) == "" and param.name not in EMPTY_MEANS_NONE
                 and ctx.get_parameter_source(param.name) is click.core.ParameterSource.COMMANDLINE):
             hint = "; leave the option out for its default" if isinstance(param, click.Option) else ""

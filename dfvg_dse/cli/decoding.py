@@ -11,7 +11,7 @@ from dfvg_dse.acceptance.calibrate import MAX_BOOTSTRAP, MAX_BOOTSTRAP_DRAWS
 from dfvg_dse.acceptance.dynamic import MAX_DUO_GAMMA, MAX_EAGLE2_TOP_K
 from dfvg_dse.cli._base import (SEED, FiniteFloatRange, Temperature, catalog_of, cli, emit_json, emit_table,
                                 emit_warnings, refuse_other_rules)
-from dfvg_dse.files import check_output_path
+from dfvg_dse.files import check_output_path, path_text
 from dfvg_dse.report import dynamic_record, profile_record, tree_record
 from dfvg_dse.specs import InputError, TreeSpec
 from dfvg_dse.tree import draw_tree, from_document, optimal_tree, parse_tree_spec
@@ -210,7 +210,7 @@ def acceptance_fit(ctx: click.Context, trace: str, output: str, name: str | None
     check_output_path(output, "--output")  # before the fit and its bootstrap, not after them
     rounds = [check_round(raw, line) for line, raw in catalog.read_trace(trace)]
     result = fit_profile(rounds, name or click.format_filename(trace).rsplit("/", 1)[-1].rsplit(".", 1)[0],
-                         source or f"fitted from {trace}", bootstrap=max(bootstrap, 1), seed=seed)
+                         source or f"fitted from {path_text(trace)}", bootstrap=max(bootstrap, 1), seed=seed)
     meta = {"tag": "measured", "fit": {"rounds": result.rounds, "bootstrap": bootstrap, "seed": seed,
                                        "mean_accepted_tokens": result.accepted_tokens_mean},
             "ci": (result.ci_low.tolist(), result.ci_high.tolist())}

@@ -51,10 +51,10 @@ def _space(ctx, request: dict) -> tuple[SearchSpace, dict]:
               "draft_devices": list(drafts) or hardware.get("draft_devices", DEFAULTS["draft_devices"])}
     chosen["acceptance"] = acceptance or models.get("acceptance", f"pair:{chosen['target']}/{chosen['draft']}")
 
-    def from_study(where: str | None, lookup, *args):
-        """`lookup(*args)`; when the value came from the study file, its error names the file and key."""
+    def from_study(where: str | None, lookup, *args, **kwargs):
+        """`lookup(*args, **kwargs)`; when the value came from the study file, its error names the file and key."""
         try:
-            return lookup(*args)
+            return lookup(*args, **kwargs)
         except (CatalogError, InputError) as err:
             if where is None:
                 raise
@@ -101,9 +101,10 @@ def _space(ctx, request: dict) -> tuple[SearchSpace, dict]:
                         "give acceptance = SPEC under [models] (0.8, a rank vector, pair:NAME or a profile file) "
                         "or pass --acceptance" if pair_key else "")
     kwargs = {name: value if name == "context" else tuple(value) for name, value in space.items()}
-    result = SearchSpace(target_model, draft_model, profile, verifiers, drafters,
-                         tuple(link_specs), sync_s=defaults.sync_per_round_s, record_bytes=defaults.token_record_bytes,
-                         **kwargs)
+    sized = [name for name in ("budgets", "depths") if name in space]  # Sequoia's DP is refused past its size
+    result = from_study(f"[space] {' and '.join(sized)}" if sized else None, SearchSpace, target_model, draft_model,
+                        profile, verifiers, drafters, tuple(link_specs), sync_s=defaults.sync_per_round_s,
+                        record_bytes=defaults.token_record_bytes, **kwargs)
     return result, chosen
 
 

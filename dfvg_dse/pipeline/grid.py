@@ -30,7 +30,7 @@ from dfvg_dse.pipeline.rounds import static_tokens_and_hit
 from dfvg_dse.pipeline.schedule import overlap_cycle
 from dfvg_dse.specs import (AcceptanceProfile, AdaptRule, DecodeConfig, DeviceSpec, LinkSpec, ModelSpec, SystemSpec,
                             TreeSpec)
-from dfvg_dse.tree import chain, dp_tree, greedy_tree, kary, sequences, sequoia_dp
+from dfvg_dse.tree import check_sequoia, chain, dp_tree, greedy_tree, kary, sequences, sequoia_dp
 
 FAMILIES = ("chain", "seq", "kary", "optimal", "adapt")
 SCHEDULE_CHOICES = ("sequential", "overlap", "overlap-fill")
@@ -64,6 +64,10 @@ class SearchSpace:
     record_bytes: int = 16  # per draft token over the link (hwdb/defaults.toml token_record_bytes)
     adapt_rounds: int = 1000
     name: str = "default"
+
+    def __post_init__(self) -> None:
+        if "optimal" in self.families:  # the grid runs Sequoia's DP at the largest budget, every depth
+            check_sequoia(self.acceptance, max(self.budgets), max(self.depths))
 
     def link_for(self, draft: DeviceSpec) -> LinkSpec | None:
         """The link from a drafter (or one of its FPGA variants) to the verifier; None if the space has none."""

@@ -87,7 +87,7 @@ class _Refiner:
             return
         trials = [t for t in self.memory.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
                   if self._feasible(t)]
-        seen = {_key(t.params) for t in self.memory.trials}
+        seen = {_key(t.params) for t in self.memory.get_trials(deepcopy=False)}
         if trials:
             for i in first_fronts(np.array([t.values for t in trials]), REFINE_FRONTS):
                 for params in neighbours(trials[i].params, self.space):
@@ -193,6 +193,30 @@ def _interrupts_ignored():
         signal.signal(signal.SIGINT, previous)
 
 
+@contextlib.contextmanager
+def _interrupt_between_trials():
+    """Ctrl-C in this process sets a flag the work loop reads between trials, so the trial in hand is
+    written and the lease closed in one piece; the interrupt is raised when the loop has stopped. A
+    second Ctrl-C interrupts at once (the lease then lapses after LEASE_TTL_S)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+    hit = threading.Event()
+
+    def handler(signum, frame):
+        if hit.is_set():
+            raise KeyboardInterrupt
+        hit.set()
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield hit.is_set
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if hit.is_set():
+        raise KeyboardInterrupt
+
+
 def _stop(workers: list, stop) -> None:
     stop.set()
     for w in workers:
@@ -222,7 +246,8 @@ def run_search(space: SearchSpace, url: str, name: str, n_trials: int, seed: int
         except STORAGE_ERRORS as err:
             raise _storage_error(url, err, f"write study '{name}'") from None
     if n_workers == 1:
-        work(space, url, name, n_trials, sampler, seed, on_trial=on_trial)
+        with _interrupt_between_trials() as interrupted:
+            work(space, url, name, n_trials, sampler, seed, stop=interrupted, on_trial=on_trial)
         return persistent
     context = multiprocessing.get_context("spawn")
     stop, errors = context.Event(), context.SimpleQueue()
@@ -237,7 +262,9 @@ def run_search(space: SearchSpace, url: str, name: str, n_trials: int, seed: int
         def progress(_done: int) -> None:  # the study's count, all workers together
             if on_trial:
                 on_trial(completed(persistent))
-        work(space, url, name, n_trials, sampler, seeds[0], on_trial=progress, share=(0, n_workers))
+        with _interrupt_between_trials() as interrupted:
+            work(space, url, name, n_trials, sampler, seeds[0], stop=interrupted, on_trial=progress,
+                 share=(0, n_workers))
         while any(w.is_alive() for w in workers):
             next(w for w in workers if w.is_alive()).join(timeout=0.5)
     except BaseException:

@@ -94,13 +94,20 @@ def _maxplus(h: np.ndarray, child: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return out, arg
 
 
+def check_sequoia(profile: AcceptanceProfile, budget: int, max_depth: int, max_branch: int | None = None) -> int:
+    """Refuse, before any work, a DP that sequoia_dp would refuse (too large a tree or table); the
+    ranks it would use."""
+    _check(budget, max_depth)
+    k = min(_ranks(profile), max_branch or _ranks(profile), budget)  # a node has at most `budget` children
+    _check_dp(budget, min(max_depth, budget), k)
+    return k
+
+
 def sequoia_dp(profile: AcceptanceProfile, budget: int, max_depth: int, max_branch: int | None = None) -> DPTable:
     """Run the DP for trees of up to budget + 1 nodes and depth <= max_depth."""
-    _check(budget, max_depth)
+    k = check_sequoia(profile, budget, max_depth, max_branch)
     max_depth = min(max_depth, budget)  # levels past the budget hold no node: the table is the same
     m_max = budget + 1
-    k = min(_ranks(profile), max_branch or _ranks(profile), budget)  # a node has at most `budget` children
-    _check_dp(budget, max_depth, k)
     probs = profile.matrix(max_depth, k)  # probs[delta, r]: rank r+1 child at depth delta+1
     g = [None] * (max_depth + 1)
     g[max_depth] = np.full(m_max + 1, _NEG)

@@ -79,6 +79,23 @@ def test_estimates_held_at_a_bound_are_named_in_the_warnings():
                        bootstrap=10).warnings == ()
 
 
+def test_a_rescaled_rank_vector_keeps_intervals_that_hold_it(tmp_path):
+    # p_0 = 10/11, p_1 = 1/1 sum past 1 and are rescaled: intervals of the raw ratios would not hold
+    # the rescaled p_0, and the profile reader refuses such an interval (the file would not read back)
+    rounds = [{"parents": [-1, 0], "ranks": [0, 0], "accepted": [0, 1]}] * 10
+    rounds.append({"parents": [-1, 0, 0], "ranks": [0, 0, 1], "accepted": [0, 2]})
+    fit = fit_profile([check_round(r, i) for i, r in enumerate(rounds, 1)], "few", "test", bootstrap=200)
+    p = np.array(fit.profile.rank_probs)
+    assert p.sum() == pytest.approx(1.0) and np.all(fit.ci_low <= p) and np.all(p <= fit.ci_high)
+    trace = tmp_path / "few.jsonl"
+    trace.write_text("".join(json.dumps(r) + "\n" for r in rounds))
+    result = CliRunner().invoke(cli, ["acceptance", "fit", str(trace), "-o", str(tmp_path / "few.toml"),
+                                      "--bootstrap", "200"])
+    assert result.exit_code == 0, result.stderr
+    shown = CliRunner().invoke(cli, ["acceptance", "show", str(tmp_path / "few.toml"), "--json"])
+    assert shown.exit_code == 0 and json.loads(shown.stdout)["rank_probs"] == pytest.approx(list(p))
+
+
 @pytest.mark.parametrize("raw, message", [
     ({"parents": [-1, 0], "ranks": [0, 0]}, "needs parents, ranks, accepted"),
     ({"parents": [-1, 2, 0], "ranks": [0, 0, 0], "accepted": [0]}, "parents must point to earlier nodes"),

@@ -68,6 +68,8 @@ def test_estimate_replays_a_traced_profile(tmp_path):
     ({"ranks": [-1] + [0] * 60, "top_probs": [[0.5, 0.2]] * 30 + [[0.5]] * 31}, "same number of probabilities"),
     ({"ranks": [-1] + [0] * 60, "top_probs": [0.5] * 61}, "same number of probabilities"),
     ({"ranks": [-1] + [0] * 60, "top_probs": [[0.2, 0.5]] * 61}, "decreasing order"),
+    # the K largest of one distribution sum to at most 1: [0.7, 0.6] cannot be (review of issue 13)
+    ({"ranks": [-1] + [0] * 60, "top_probs": [[0.5, 0.2]] * 5 + [[0.7, 0.6]] * 56}, "top_probs\\[5\\].*sum 1.3"),
     ({"ranks": [-1] + [0] * 70, "top_probs": [[0.5, 0.2]] * 61}, "one row per position"),
     ({"accept_probs": [0.0] + [0.5] * 60, "bonus_probs": [0.0] * 61, "ranks": [-1] + [0] * 60}, "either ranks"),
 ])

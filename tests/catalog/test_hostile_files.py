@@ -195,6 +195,28 @@ def test_profile_values_of_the_wrong_type(models_copy, run, key, value, field):
     one_line_error(run("--models-dir", str(models_copy), "acceptance", "list"), PROFILE, f"field '{field}'")
 
 
+@pytest.mark.parametrize("low, high, field", [
+    (0.9, 0.7, "rank.ci_low[0]"),  # the review's case: an interval that does not hold p_1 = 0.8
+    (0.7, 0.75, "rank.ci_high[0]"),
+    (0.85, 0.9, "rank.ci_low[0]"),
+])
+def test_a_confidence_interval_must_hold_its_estimate(models_copy, run, low, high, field):
+    path = models_copy / "pairs" / PROFILE
+    document = tomllib.loads(path.read_text())
+    probs = document["rank"]["probs"]
+    assert probs[0] == 0.8
+    document["rank"]["ci_low"] = [low] + probs[1:]
+    document["rank"]["ci_high"] = [high] + probs[1:]
+    path.write_text(tomli_w.dumps(document))
+    with pytest.raises(CatalogError) as err:
+        Catalog.open(models_copy).profile(PROFILE_NAME)
+    _one_line(err, str(path), f"field '{field}'", "rank.probs[0] = 0.8")
+    one_line_error(run("--models-dir", str(models_copy), "acceptance", "list"), PROFILE, f"field '{field}'")
+    document["rank"]["ci_low"], document["rank"]["ci_high"] = [0.7] + probs[1:], [0.9] + probs[1:]
+    path.write_text(tomli_w.dumps(document))  # bounds equal to the estimate are an interval that holds it
+    assert Catalog.open(models_copy).profile(PROFILE_NAME).rank_probs[0] == 0.8
+
+
 def test_profile_trace_values_of_the_wrong_type(models_copy):
     folder = models_copy / "pairs"
     (folder / "run.trace.jsonl").write_text(json.dumps({"ranks": 5}) + "\n")
@@ -246,6 +268,15 @@ def test_implausible_hardware_values_are_refused(hwdb_copy, file, old, new, fiel
         Catalog.open(hwdb_dir=hwdb_copy).hw_entries()
     text = _one_line(err, str(path), f"field '{field}' = {shown}", "outside the plausible range")
     assert re.search(r"range of a \w+ entry, [\d.,]+.* to [\d.,]+", text), text
+
+
+def test_a_memory_tier_named_twice_is_refused(hwdb_copy):
+    # placement picks the FPGA's tier by name ("hbm" / "ddr"): a second "hbm" table would be ignored
+    path = hwdb_copy / "fpga" / "v80.toml"
+    _edit(path, 'tier = "ddr"', 'tier = "hbm"')
+    with pytest.raises(CatalogError) as err:
+        Catalog.open(hwdb_dir=hwdb_copy).hw_entries()
+    _one_line(err, str(path), "field 'memory[1].tier' = 'hbm'", "each tier once")
 
 
 def test_the_ranges_are_documented():

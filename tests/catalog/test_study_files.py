@@ -139,3 +139,36 @@ def test_a_long_study_key_is_cut_in_the_one_line(run, tmp_path, table, line):
     text = one_line_error(run("search", "--study", str(path), "--results-dir", str(tmp_path / "runs")), str(path),
                           max_chars=400)
     assert "..." in text and not any(c * 61 in text for c in "xyzw"), text
+
+
+@pytest.mark.parametrize("command", ["search", "sweep"])
+def test_a_study_past_the_sequoia_limit_names_the_study_before_any_output(run, tmp_path, command):
+    # review of issue 13: the DP's refusal came mid-run, named no file, and left a run folder behind
+    path = _study(tmp_path, space='families = ["optimal"]\nbudgets = [4096]\ndepths = [1024]')
+    line = one_line_error(run(command, "--study", str(path), "--results-dir", str(tmp_path / "runs"),
+                              "--run-id", "r"), f"{path}: [space] budgets and depths: tree: Sequoia DP",
+                          "budget <= 629 at depth 1024", max_chars=400)
+    assert "past the" in line and not (tmp_path / "runs").exists()
+    from dfvg_dse.tree.optimal import MAX_DP_STEPS, check_sequoia, dp_steps
+
+    profile = Catalog.open().pair_profile("qwen3-8b", "qwen3-0.6b")  # the budget it names is the largest allowed
+    assert check_sequoia(profile, 629, 1024) == 16 and dp_steps(630, 1024, 16) > MAX_DP_STEPS
+
+
+def test_a_profile_file_named_in_a_study_is_found_next_to_the_study(run, tmp_path, catalog):
+    # review of issue 13: a relative acceptance path was read from the working folder, not the study's
+    folder = tmp_path / "studies"
+    folder.mkdir()
+    profile = catalog.profile("qwen3-8b/qwen3-0.6b")
+    (folder / "mine.toml").write_text((catalog.models_dir / "pairs" / "qwen3-8b__qwen3-0.6b.toml").read_text()
+                                      .replace("0.8,", "0.7,", 1))
+    path = _study(tmp_path, models='acceptance = "mine.toml"')
+    path = path.rename(folder / "study.toml")
+    result = run("sweep", "--study", str(path), "--results-dir", str(tmp_path / "runs"), "--run-id", "r", "--json")
+    assert result.exit_code == 0, result.stderr
+    manifest = json.loads((tmp_path / "runs" / "r" / "manifest.json").read_text())
+    assert manifest["inputs"]["acceptance"] == str(folder / "mine.toml")
+    assert catalog.acceptance(str(folder / "mine.toml")).rank_probs[0] == 0.7 != profile.rank_probs[0]
+    missing = _study(tmp_path, models='acceptance = "profiles/none.toml"')
+    one_line_error(run("sweep", "--study", str(missing), "--results-dir", str(tmp_path / "runs")), str(missing),
+                   "[models] acceptance", "no such file", f"{tmp_path.name[-4:]}/profiles/none.toml'", max_chars=600)
