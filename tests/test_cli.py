@@ -22,7 +22,8 @@ COMMANDS = [[], ["hw"], ["hw", "list"], ["hw", "show"], ["models"], ["models", "
             ["models", "import"], ["cost"], ["tree"], ["tree", "expected"], ["tree", "optimize"], ["tree", "show"],
             ["tree", "dynamic"], ["acceptance"], ["acceptance", "list"], ["acceptance", "show"], ["acceptance", "fit"],
             ["acceptance", "verify"], ["estimate"], ["compare"], ["sensitivity"], ["search"], ["sweep"], ["pareto"],
-            ["export"], ["reference"], ["reference", "generate"], ["reference", "bench"], ["calibrate"], ["validate"]]
+            ["export"], ["reference"], ["reference", "generate"], ["reference", "bench"], ["calibrate"], ["validate"],
+            ["engines"], ["engines", "list"], ["engines", "show"], ["engines", "fit"]]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
@@ -73,11 +74,16 @@ def test_models_list_and_show(run):
 
 
 def test_cost_json_single_point(run):
-    result = run("cost", "--model", "llama-2-7b", "--device", "a100-80gb", "--json")
+    result = run("cost", "--model", "llama-2-7b", "--device", "a100-80gb", "--json", "--engine", "roofline")
     assert result.exit_code == 0
     obj = json.loads(result.stdout)
     assert obj["bound"] == "memory" and obj["memory_fit"]["fits"] is True
     assert obj["time_s"] == pytest.approx(obj["memory_time_s"] + obj["overhead_time_s"])
+    fitted = json.loads(run("cost", "--model", "llama-2-7b", "--device", "a100-80gb", "--json").stdout)
+    # an engine's smooth roofline lies between the max and the sum of its terms (p >= 1)
+    parts = (fitted["compute_time_s"], fitted["memory_time_s"])
+    assert max(parts) + fitted["overhead_time_s"] <= fitted["time_s"] * (1 + 1e-12)
+    assert fitted["time_s"] <= sum(parts) * (1 + 1e-12) + fitted["overhead_time_s"]
     for key in ("time_s", "flops", "bytes", "achieved_bandwidth_bytes_per_s", "tokens_per_s"):
         assert obj[key] > 0
 

@@ -44,7 +44,7 @@ QUANTITY_FIELDS = {
              "energy_per_bit": (units.J_PER_BIT, True, False)},
 }
 STRING_FIELDS = {
-    "gpu": {"host_link"}, "cpu": {"host_link"}, "fpga": {"host_link", "dsp_type"},
+    "gpu": {"host_link", "device_class", "engine"}, "cpu": {"host_link", "engine"}, "fpga": {"host_link", "dsp_type"},
     "link": {"link_type", "path", "generation"},
 }
 _BASE_FIELDS = {"name", "kind", "display_name", "notes"}
@@ -224,7 +224,10 @@ def parse_device(path: Path, data: dict, kind: str, defaults: CalibrationDefault
             host_link=read_string(path, data, "host_link", None), fpga=fabric,
             cores=int(q["cores"].si) if "cores" in q else None, source=str(path),
             compute_memory_overlap=si("overlap", 1.0), multi_row_bandwidth_fraction=si("multi_row_bandwidth", 1.0),
-            draft_round_overhead_s=si("draft_round_overhead", 0.0))
+            draft_round_overhead_s=si("draft_round_overhead", 0.0),
+            device_class=read_string(path, data, "device_class", "") or "",
+            own_engine=read_string(path, data, "engine", "") or "",
+            fp16_accumulate_peak_flops_per_s=q["peak_fp16_fp16acc"].si if "peak_fp16_fp16acc" in q else None)
     except SpecError as err:
         raise _spec_error(path, err) from None
     return HwEntry(spec, kind, path, q)

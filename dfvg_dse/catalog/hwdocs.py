@@ -54,3 +54,32 @@ def link_document(link: LinkSpec, fit_source: str) -> dict:
                                 "less the pipe's latency: encoding, waking, decoding"),
         "energy_per_bit": _q(0.0, "pJ/bit", "unverified", "not measured"),
     }
+
+
+def torch_device_document(name: str, kind: str, display: str, peak_flops_per_s: float, peak_dtype: str,
+                          bandwidth_bytes_per_s: float, capacity_bytes: float, cores: int, source: str,
+                          engine: str = "") -> dict:
+    """A gpu or cpu entry for a device measured by `calibrate --torch-device`: the matmul peak and
+    the copy bandwidth as measured (efficiency 1: the fitted engine profile holds what a forward
+    reaches of them); `engine` names that profile. Power is not measured: an assumption, said so."""
+    peak_key = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}[peak_dtype]
+    assumed = "assumption: not measured by calibrate --torch-device; energy is not validated for this device"
+    doc = {"name": name, "kind": kind, "display_name": display,
+           "notes": "Written by `dfvg-dse calibrate --torch-device`; forwards are priced by the engine profile named "
+                    "below, fitted to this device's own layer microbenchmarks (docs/engines.md).",
+           f"peak_{peak_key}": _q(peak_flops_per_s / 1e12, "TFLOPS", "measured", source),
+           "tdp": _q(300.0 if kind == "gpu" else 200.0, "W", "unverified", assumed),
+           "memory": [{"tier": "hbm" if kind == "gpu" else "ddr",
+                       "capacity": _q(capacity_bytes / 2 ** 30, "GiB", "measured", source),
+                       "bandwidth": _q(bandwidth_bytes_per_s / 1e9, "GB/s", "measured", source),
+                       "efficiency": _q(1.0, "fraction", "measured", "the measured copy bandwidth is the achieved one")}]}
+    if peak_key != "fp16" and kind == "gpu":  # a gpu entry needs peak_fp16: the measured dtype's peak stands in
+        doc["peak_fp16"] = _q(peak_flops_per_s / 1e12, "TFLOPS", "measured", f"{source} (measured in {peak_dtype})")
+    if kind == "cpu":
+        doc["cores"] = _q(cores, "count", "measured", "os.cpu_count()")
+        doc["clock"] = _q(1.0, "GHz", "unverified", "not measured: the peak above is the measured matmul rate")
+        if peak_key != "fp32":
+            doc["peak_fp32"] = _q(peak_flops_per_s / 1e12, "TFLOPS", "measured", f"{source} (measured in {peak_dtype})")
+    if engine:
+        doc["engine"] = engine
+    return doc

@@ -15,6 +15,7 @@ one name under two hwdb kinds, or two profiles of one name in one folder, is an 
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 import re
@@ -26,6 +27,8 @@ from dfvg_dse.catalog._io import (HwEntry, ModelEntry, Quantity, check_regular_f
                                   read_toml)
 from dfvg_dse.catalog.errors import CatalogError, DataError, UnknownNameError
 from dfvg_dse.catalog.hardware import parse_defaults, parse_device, parse_link
+from dfvg_dse.catalog.engines import parse_engine
+from dfvg_dse.catalog.measurements import parse_measurements
 from dfvg_dse.catalog.models import model_document, model_spec_from_hf_config, parse_model
 from dfvg_dse.catalog.profiles import parse_profile, profile_document, read_tree_document
 from dfvg_dse.catalog.studies import check_study
@@ -34,11 +37,14 @@ from dfvg_dse.files import atomic_write, path_text
 from dfvg_dse.specs import (AcceptanceProfile, CalibrationDefaults, DeviceSpec, InputError, LinkSpec, ModelSpec,
                             SpecError)
 from dfvg_dse.specs.hardware import shorten
+from dfvg_dse.specs.engines import EngineProfile
+from dfvg_dse.specs.measurements import MeasurementSource
 from dfvg_dse.specs.hardware import show_value as shown
 
 ENV_DIRS = {"models": "DFVG_DSE_MODELS_DIR", "hwdb": "DFVG_DSE_HWDB_DIR"}
 HW_KINDS = ("fpga", "gpu", "cpu", "link")
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+ROOFLINE = "roofline"  # the engine name of the plain roofline (no profile)
 FILE_SUFFIXES = (".json", ".toml", ".jsonl")  # a SPEC ending so is meant as a file
 def _is_file(path: Path) -> bool:
     """Path.is_file that says False for a name the OS cannot hold (too long, a NUL byte)."""
@@ -141,6 +147,7 @@ class Catalog:
     models_dirs: tuple[Path, ...]
     hwdb_dirs: tuple[Path, ...]
     import_dir: Path
+    engine_name: str = "roofline"  # the engine whose profile prices GPUs (with_engine)
 
     @classmethod
     def open(cls, models_dir: str | Path | None = None, hwdb_dir: str | Path | None = None) -> Catalog:
@@ -234,7 +241,13 @@ class Catalog:
         return entry
 
     def device(self, name: str) -> DeviceSpec:
-        return self.hw_entry(name, ("fpga", "gpu", "cpu"), "device").spec
+        """A device; a GPU priced by this catalog's engine profile (with_engine), if any."""
+        spec = self.hw_entry(name, ("fpga", "gpu", "cpu"), "device").spec
+        if spec.own_engine:  # a calibrated device brings the profile fitted to its own forwards
+            return dataclasses.replace(spec, engine=self.engine(spec.own_engine))
+        if spec.kind == "gpu" and self.engine_name != ROOFLINE:
+            return dataclasses.replace(spec, engine=self.engine(self.engine_name))
+        return spec
 
     def link(self, name: str) -> LinkSpec:
         return self.hw_entry(name, ("link",), "link").spec
@@ -242,6 +255,52 @@ class Catalog:
     def hw_entries(self, kind: str | None = None) -> list[HwEntry]:
         kinds = HW_KINDS if kind is None else (kind,)
         return [self.hw_entry(n, (k,)) for k in kinds for n in self.hw_names(k)]
+
+    # -- engine profiles (docs/engines.md) -----------------------------------------------------
+    def engine_names(self) -> list[str]:
+        """Fitted engine profiles along the hwdb search path, and `roofline` (no profile)."""
+        return [ROOFLINE] + self._names(self.hwdb_dirs, "engines")
+
+    def engine_entry(self, name: str) -> tuple[EngineProfile, dict]:
+        """A profile and its file's document (for `fitted`, `display_name`, the fact sources)."""
+        path = self._find(self.hwdb_dirs, f"engines/{name}.toml") if NAME_RE.match(name) else None
+        if path is None:
+            raise UnknownNameError("engine", name, self.engine_names())
+        data = read_toml(path)
+        return parse_engine(path, data), data
+
+    def engine(self, name: str) -> EngineProfile | None:
+        """The profile of an engine; None for `roofline` (the plain roofline of the hwdb entries)."""
+        return None if name == ROOFLINE else self.engine_entry(name)[0]
+
+    def with_engine(self, name: str) -> Catalog:
+        """This catalog, with GPUs priced by an engine's profile (`roofline`: none)."""
+        self.engine(name)  # an unknown name is refused here, once
+        return dataclasses.replace(self, engine_name=name)
+
+    # -- published measurements (docs/measurements.md) -------------------------------------
+    def measurement_names(self) -> list[str]:
+        return self._names(self.hwdb_dirs, "measurements")
+
+    def measurements(self, kind: str | None = None) -> list[MeasurementSource]:
+        """Every measurement file along the hwdb search path (an earlier folder overrides a file by its
+        name), optionally of one kind ("forward" or "speculative"); names checked against the catalog."""
+        models, devices = set(self.model_names()), set(self.hw_names("gpu")) | set(self.hw_names("cpu"))
+
+        def known(what: str, name: str) -> str | None:
+            names = models if what == "model" else devices
+            if name in names:
+                return None
+            close = difflib.get_close_matches(name, sorted(names), n=1)
+            return f"no {what} of this name in the catalog" + (f"; did you mean '{close[0]}'?" if close else "")
+
+        sources = []
+        for name in self.measurement_names():
+            path = self._find(self.hwdb_dirs, f"measurements/{name}.toml")
+            source = parse_measurements(path, read_toml(path), known)
+            if kind is None or source.kind == kind:
+                sources.append(source)
+        return sources
 
     # -- acceptance profiles and trees ----------------------------------------------------
     def _profile_paths(self) -> dict[str, Path]:

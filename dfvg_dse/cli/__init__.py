@@ -13,6 +13,7 @@ cli.lazy_commands = {
     "compare": ("pipeline",
                 "Every scenario side by side (ar, sps, specinfer, duodecoding, dovetail, amusd, dfvg) and DFVG's ablation."),
     "cost": ("hardware", "Time of one forward pass on one device: bound, FLOPs, bytes and memory fit."),
+    "engines": ("engines", "Serving-engine profiles: kernel efficiencies and overheads fitted to published measurements."),
     "estimate": ("pipeline",
                  "Tokens/s, J/token and stage breakdown of one design (tree or dynamic rule, placement, schedule)."),
     "export": ("search", "A deployment config for a recommended design: ours (json) or a serving engine's."),

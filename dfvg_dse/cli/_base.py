@@ -359,6 +359,27 @@ def cli(ctx: click.Context, models_dir: str | None, hwdb_dir: str | None) -> Non
 
 
 def catalog_of(ctx: click.Context) -> Catalog:
-    return Catalog.open(ctx.obj["models_dir"], ctx.obj["hwdb_dir"])
+    """The catalog of the root options; GPUs priced by the command's --engine (engine_option)."""
+    catalog = Catalog.open(ctx.obj["models_dir"], ctx.obj["hwdb_dir"])
+    engine = ctx.obj.get("engine")
+    return catalog if engine is None else catalog.with_engine(engine)
+
+
+# The engine whose fitted profile prices GPU forwards when --engine is not given: TensorRT-LLM, the
+# best tuned of the engines with published measurements (docs/engines.md).
+DEFAULT_ENGINE = "trtllm"
+
+
+def _remember_engine(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    ctx.obj["engine"] = value
+    return value
+
+
+def engine_option(command):
+    """--engine NAME on a command that prices forwards: the profile catalog_of applies to GPUs."""
+    return click.option("--engine", default=DEFAULT_ENGINE, show_default=True, callback=_remember_engine,
+                        expose_value=False, metavar="NAME",
+                        help="Serving engine whose fitted profile prices GPU forwards (`dfvg-dse engines list`; "
+                             "roofline: the plain roofline).")(command)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from dfvg_dse.catalog import HW_KINDS
-from dfvg_dse.cli._base import (MAX_POINTS, MAX_VALUE, catalog_of, cli, emit_json, emit_json_list, emit_table,
+from dfvg_dse.cli._base import (engine_option, MAX_POINTS, MAX_VALUE, catalog_of, cli, emit_json, emit_json_list, emit_table,
                               emit_warnings, parse_int_list)
 from dfvg_dse.report import cost_records, device_inputs, hw_record, hw_summary, model_record
 from dfvg_dse.specs import InputError
@@ -115,6 +115,7 @@ def models_import(ctx: click.Context, config: str, name: str, source: str | None
 
 # -- cost -------------------------------------------------------------------------------------
 @cli.command()
+@engine_option
 @click.option("--model", "model_name", required=True, help="Model name (see `models list`).")
 @click.option("--device", "device_name", required=True, help="Device name (see `hw list`).")
 @click.option("--tokens", default="1", show_default=True,
@@ -150,7 +151,8 @@ def cost(ctx: click.Context, model_name: str, device_name: str, tokens: str, con
                      ("yes" if r["memory_fit"]["fits"] else "NO") + f" ({r['memory_fit']['required_bytes'] / 1e9:.3g} "
                      f"of {r['memory_fit']['capacity_bytes'] / 1e9:.3g} GB)"])
         warnings.extend(r["warnings"])
-    click.echo(f"{model.name} ({model.weight_dtype}) on {device.name}: achieved (peak x efficiency) "
+    priced = f" with {first['engine']}'s kernels" if first["engine"] != "roofline" else ""
+    click.echo(f"{model.name} ({model.weight_dtype}) on {device.name}{priced}: achieved (peak x efficiency) "
                f"{first['achieved_flops_per_s']:.3g} FLOP/s and {first['achieved_bandwidth_bytes_per_s']:.3g} B/s; "
                f"compute knee at n* = {first['knee_tokens']:.1f} tokens")
     click.echo("n: new tokens per forward, c: tokens already in the KV cache, b: sequences in the batch")

@@ -11,7 +11,7 @@ from dfvg_dse.acceptance import acceptance_warnings, can_replay
 from dfvg_dse.catalog import Catalog
 from dfvg_dse.files import check_plot_path, write_plot
 from dfvg_dse.acceptance.dynamic import MAX_DUO_GAMMA, MAX_EAGLE2_TOP_K
-from dfvg_dse.cli._base import (SEED, FiniteFloatRange, Temperature, catalog_of, cli, emit_json, emit_table,
+from dfvg_dse.cli._base import (engine_option, SEED, FiniteFloatRange, Temperature, catalog_of, cli, emit_json, emit_table,
                                 emit_warnings, given_options, progress_line, refuse_other_rules, refuse_unused)
 from dfvg_dse.pipeline import estimate
 from dfvg_dse.pipeline.presets import PRESETS
@@ -67,6 +67,7 @@ _DRAFT_OPTIONS = ("draft", "draft_device", "link_name", "acceptance_spec", "tree
 
 
 @cli.command("estimate")
+@engine_option
 @click.option("--target", required=True, help="Target model (see `models list`).")
 @click.option("--draft", help="Draft model [required unless --schedule ar].")
 @click.option("--draft-device", help="Where the draft runs [default: the verify device].")
@@ -259,6 +260,7 @@ def _print_compare(title: str, rows: list[dict]) -> None:
 
 
 @cli.command("compare")
+@engine_option
 @click.option("--preset", type=click.Choice(sorted(PRESETS)),
               help="A published setting (dfvg-paper: all its pairs; about 15 s on a 2-core machine, progress on "
                    "a terminal).")
@@ -346,6 +348,7 @@ _VALUE_RANGES = {"link-latency": (0.0, 1e7, "give latencies in us, 0 to 1e7"),
 
 
 @cli.command("sensitivity")
+@engine_option
 @click.option("--vary", type=click.Choice(VARIES), required=True)
 @click.option("--preset", type=click.Choice(sorted(PRESETS)), default="dfvg-paper", show_default=True)
 @click.option("--pair", default="qwen3-8b/qwen3-0.6b", show_default=True, help="Target/draft of the preset to vary.")

@@ -13,7 +13,7 @@ import click
 from dfvg_dse import __version__, export
 from dfvg_dse.catalog import CatalogError
 from dfvg_dse.catalog.studies import check_study
-from dfvg_dse.cli._base import SEED, catalog_of, cli, emit_json
+from dfvg_dse.cli._base import SEED, catalog_of, cli, emit_json, engine_option
 from dfvg_dse.pipeline.grid import FAMILIES, SCHEDULE_CHOICES, SearchSpace
 from dfvg_dse.pipeline.pareto import hypervolume
 from dfvg_dse.report.engines import FORMATS, engine_config
@@ -33,7 +33,8 @@ def _request(ctx, study: str | None, target, draft, acceptance, verify: tuple, d
     (kept in the manifest for --resume)."""
     choices = {"families": FAMILIES, "schedules": SCHEDULE_CHOICES}
     return {"study": catalog_of(ctx).read_study(study, choices) if study else {}, "study_path": study,
-            "target": target, "draft": draft, "acceptance": acceptance, "verify": list(verify), "drafts": list(drafts)}
+            "target": target, "draft": draft, "acceptance": acceptance, "verify": list(verify), "drafts": list(drafts),
+            "engine": ctx.obj.get("engine")}
 
 
 def _space(ctx, request: dict) -> tuple[SearchSpace, dict]:
@@ -215,6 +216,7 @@ def _design(row, space: SearchSpace, chosen: dict) -> dict:
 
 
 @cli.command("search")
+@engine_option
 @click.option("--study", type=click.Path(dir_okay=False), help="A study file (TOML) defining the space.")
 @click.option("--target", help=f"Target model [default: {DEFAULTS['target']}].")
 @click.option("--draft", help=f"Draft model [default: {DEFAULTS['draft']}].")
@@ -245,7 +247,10 @@ def search_cmd(ctx, study, target, draft, acceptance, verify_device, draft_devic
         # the space the run was started with (none when it was killed before its manifest was written)
         saved = export.read_manifest(base / run_id).get("request") if (base / run_id / "manifest.json").is_file() \
             else None
-        given = study or target or draft or acceptance or verify_device or draft_device
+        given = study or target or draft or acceptance or verify_device or draft_device or \
+            ctx.get_parameter_source("engine") is click.core.ParameterSource.COMMANDLINE
+        if saved is not None and isinstance(saved, dict):  # runs before engine profiles priced with the roofline
+            saved = {**saved, "engine": saved.get("engine", "roofline")}
         if saved is None and not given:
             raise InputError(f"{base / run_id}: its manifest has no saved request; pass the same --study and flags")
         if given and saved is not None and {k: v for k, v in request.items() if k != "study_path"} != \
@@ -259,6 +264,7 @@ def search_cmd(ctx, study, target, draft, acceptance, verify_device, draft_devic
                 saved = {**saved, "study": check_study(base / run_id / "manifest.json", saved["study"],
                                                        {"families": FAMILIES, "schedules": SCHEDULE_CHOICES})}
         request = saved or request
+        ctx.obj["engine"] = request["engine"]  # a resumed run keeps the engine it started with
     space, chosen = _space(ctx, request)
     if storage and not resume:  # a bad URL or a taken study name fails before any folder is touched
         if study_exists(storage, run_id):
@@ -300,6 +306,7 @@ def search_cmd(ctx, study, target, draft, acceptance, verify_device, draft_devic
 
 
 @cli.command("sweep")
+@engine_option
 @click.option("--study", type=click.Path(dir_okay=False), help="A study file (TOML) defining the space.")
 @click.option("--target")
 @click.option("--draft")

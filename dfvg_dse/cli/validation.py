@@ -10,16 +10,14 @@ import click
 
 from dfvg_dse.catalog.hwdocs import core_document, link_document
 from dfvg_dse.catalog.lookup import write_toml_atomic
-from dfvg_dse.cli._base import catalog_of, cli, emit_json, emit_table, emit_warnings, progress_line
-from dfvg_dse.cli.pipeline import _setup
+from dfvg_dse.cli._base import FiniteFloatRange, catalog_of, cli, emit_json, emit_table, emit_warnings, progress_line
 from dfvg_dse.cli.reference import _load_pair
 from dfvg_dse.catalog.profiles import profile_document, trace_lines
 from dfvg_dse.export import write_json, write_jsonl, write_markdown_table, write_plot, write_records
 from dfvg_dse.files import check_output_folder
-from dfvg_dse.pipeline.scenarios import compare as compare_scenarios
-from dfvg_dse.pipeline.presets import PRESETS
 from dfvg_dse.report.plots import plot_validation
-from dfvg_dse.validation.anchors import decode_anchors, dfvg_anchor, sequoia_anchor
+from dfvg_dse.validation.fidelity import (FORWARD_MEDIAN_BUDGET, FORWARD_P90_BUDGET,
+                                          SPECULATIVE_MEDIAN_BUDGET, Budgets)
 from dfvg_dse.validation.compare import SAMPLED_TEMPERATURE, Parts, cases, summary
 from dfvg_dse.validation.run import NEW_TOKENS, Calibration, calibrate, validate
 
@@ -132,18 +130,27 @@ def _emit_issues(issues) -> None:
 
 
 @cli.command("calibrate")
-@click.option("--quick", is_flag=True, help="Fewer pipe repeats (CI).")
+@click.option("--quick", is_flag=True, help="Fewer pipe repeats (CI); with --torch-device, a smaller grid.")
 @click.option("--count", type=click.IntRange(1, 32), default=8, show_default=True, help="Calibration prompts traced.")
+@click.option("--torch-device", help="Instead: microbenchmark --model's layers with torch on this device (cuda:0, "
+                                     "cpu) and fit its hwdb entry and engine profile (docs/engines.md).")
+@click.option("--model", "model_name", default="llama-3.1-8b", show_default=True, help="--torch-device: the model.")
+@click.option("--dtype", type=click.Choice(["bfloat16", "float16", "float32"]), default="bfloat16", show_default=True,
+              help="--torch-device: weights and activations.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="results/calibration", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.pass_context
-def calibrate_cmd(ctx, quick, count, out_dir, as_json):
+def calibrate_cmd(ctx, quick, count, torch_device, model_name, dtype, out_dir, as_json):
     """Fit the cost model to this machine: a core per stage, the pipe between them, and acceptance.
 
     About 1 minute on a 2-core machine with the default 8 prompts (progress on a terminal's
     stderr). A value at a bound of its range, or a fit with a large rms error, is a warning; a
     suspect fit (docs/validation.md) exits 1, its files written and marked SUSPECT."""
     check_output_folder(out_dir, "--out")  # before a minute of decoding, not after it
+    if torch_device is not None:
+        from dfvg_dse.cli.engines import torch_calibrate
+
+        return torch_calibrate(ctx, torch_device, model_name, dtype, quick, Path(out_dir), as_json)
     with progress_line("calibrate", as_json) as progress:
         *_, result, stamp = _calibrate(ctx, quick, count, progress)
     written = _write_calibration(Path(out_dir), result, stamp)
@@ -172,26 +179,21 @@ def calibrate_cmd(ctx, quick, count, out_dir, as_json):
         ctx.exit(1)
 
 
-def _anchors(ctx) -> list[dict]:
-    catalog = catalog_of(ctx)
-    rows = decode_anchors(catalog.model("llama-2-7b"), {n: catalog.device(n) for n in ("a100-80gb", "rtx-4090", "a10")})
-    rows.append(sequoia_anchor(catalog.model("llama-2-7b"), catalog.model("llama-68m"), catalog.device("a100-80gb"),
-                               catalog.acceptance("pair:llama-2-7b/llama-160m")))
-    p = PRESETS["dfvg-paper"]
-    setup = _setup(ctx, "qwen3-8b", "qwen3-0.6b", p["gpu"], p["fpga"], p["cpu"], None, p["fpga_link"], p["cpu_link"],
-                   p["gpu_link"], None, p["batch"], p["context"], p["target_dtype"], p["draft_dtype"])
-    rows.append(dfvg_anchor(compare_scenarios(setup, 4000)["dfvg"].speedup_vs_ar))
-    return rows
-
-
 @cli.command("validate")
 @click.option("--quick", is_flag=True, help="AR and chains 2 and 4 only, 3 calibration prompts (CI).")
 @click.option("--count", type=click.IntRange(1, 32), default=8, show_default=True, help="Held-out prompts.")
-@click.option("--anchors", "with_anchors", is_flag=True, help="Also predictions against published measurements.")
+@click.option("--anchors", "with_anchors", is_flag=True,
+              help="Instead: published GPU measurements against the fitted engine profiles (docs/engines.md).")
+@click.option("--median-budget", type=FiniteFloatRange(0, 10), default=FORWARD_MEDIAN_BUDGET, show_default=True,
+              help="--anchors: leave-one-source-out median |error| allowed per forward category.")
+@click.option("--p90-budget", type=FiniteFloatRange(0, 10), default=FORWARD_P90_BUDGET, show_default=True,
+              help="--anchors: 90th percentile |error| allowed over all forward rows.")
+@click.option("--speculative-budget", type=FiniteFloatRange(0, 10), default=SPECULATIVE_MEDIAN_BUDGET,
+              show_default=True, help="--anchors: median |error| allowed on published speculative speedups.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="results/validation", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.pass_context
-def validate_cmd(ctx, quick, count, with_anchors, out_dir, as_json):
+def validate_cmd(ctx, quick, count, with_anchors, median_budget, p90_budget, speculative_budget, out_dir, as_json):
     """Calibrate, then run the reference decoder on held-out prompts and compare with the model's
     predictions; exit code 1 when the error budget is broken.
 
@@ -201,6 +203,10 @@ def validate_cmd(ctx, quick, count, with_anchors, out_dir, as_json):
     into its range even on a second measurement, a per-message overhead at 0) does not pass: each
     suspect fit is one line naming the parameter, its value and the bound, and the exit code is 1."""
     check_output_folder(out_dir, "--out")  # before a minute of decoding, not after it
+    if with_anchors:  # published measurements against the fitted engine profiles (seconds, no decoding)
+        from dfvg_dse.cli.engines import anchors_report
+
+        return anchors_report(ctx, Path(out_dir), as_json, Budgets(median_budget, p90_budget, speculative_budget))
     with progress_line("validate: calibration", as_json) as progress:
         target, draft, text, specs, calibration, stamp = _calibrate(ctx, quick, 3 if quick else 8, progress)
     out = Path(out_dir)
@@ -221,9 +227,7 @@ def validate_cmd(ctx, quick, count, with_anchors, out_dir, as_json):
     written.append(write_markdown_table(out / "validation.md", rows, TABLE, title))
     written.append(write_plot(out / "validation.png",
                               lambda tmp: plot_validation(rows, tmp, "dfvg-dse validate: predicted vs measured")))
-    anchors = _anchors(ctx) if with_anchors else []
-    if anchors:
-        written += write_records(out / "anchors.csv", anchors)
+    anchors: list[dict] = []  # published measurements: `validate --anchors` (cli/engines.py)
     document = {"configs": rows, **result, "calibration": _calibration_record(calibration),
                 "window": {"verify_core": _core_record(window.target_fit, False),
                            "draft_core": _core_record(window.draft_fit, True),

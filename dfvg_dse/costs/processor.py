@@ -14,15 +14,57 @@ from __future__ import annotations
 
 import numpy as np
 
-from dfvg_dse.costs.roofline import ForwardCost, forward_cost, roofline_time
-from dfvg_dse.costs.work import forward_work
+from dfvg_dse.costs.roofline import (COMPUTE, MEMORY, OVERHEAD, ForwardCost, RooflineTime, forward_cost, roofline_time,
+                                     smooth_roofline_time)
+from dfvg_dse.costs.work import ForwardWork, forward_work, param_counts
 from dfvg_dse.specs import DeviceSpec, ModelSpec
+from dfvg_dse.specs.engines import EngineProfile
+
+
+def engine_peak_flops_per_s(device: DeviceSpec, compute_dtype: str, fp16_accumulate: bool) -> float:
+    """The dense peak an engine's GEMMs run at: the FP16-accumulate rate where the engine uses it and
+    the device has one (GeForce), else the compute dtype's peak."""
+    if fp16_accumulate and compute_dtype == "fp16" and device.fp16_accumulate_peak_flops_per_s:
+        return device.fp16_accumulate_peak_flops_per_s
+    return device.peak_for(compute_dtype)
+
+
+def engine_rates(model: ModelSpec, device: DeviceSpec, engine: EngineProfile) -> tuple[float, float]:
+    """(GEMM FLOP/s, weight-streaming B/s) an engine's kernels reach on a GPU for this model."""
+    kernel, _ = engine.kernel(model.weight_dtype)
+    c_scale, m_scale = engine.scales(device.device_class)
+    peak = engine_peak_flops_per_s(device, model.compute_dtype, engine.fp16_accumulate)
+    return (peak * min(1.0, kernel.compute_efficiency * c_scale),
+            device.main_memory.bandwidth_bytes_per_s * min(1.0, kernel.bandwidth_efficiency * m_scale))
+
+
+def engine_roofline(model: ModelSpec, device: DeviceSpec, work: ForwardWork, engine: EngineProfile) -> RooflineTime:
+    """A forward under an engine profile (docs/engines.md), per operator: the GEMMs (their FLOPs
+    against the weight bytes, at the weight class's kernels) and attention (its FLOPs against the KV
+    bytes) each a smooth roofline; they run one after the other, so their times add."""
+    kv_kernel, _ = engine.kernel(model.kv_dtype)
+    _, m_scale = engine.scales(device.device_class)
+    gemm, weight_bandwidth = engine_rates(model, device, engine)
+    rows = np.asarray(work.linear_flops) / (2.0 * param_counts(model).matmul)  # new tokens x batch
+    gemm = gemm * rows / (rows + engine.half_rows)  # small GEMMs reach less of the kernels' rate
+    kv_bandwidth = device.main_memory.bandwidth_bytes_per_s * min(1.0, kv_kernel.bandwidth_efficiency * m_scale)
+    weights = smooth_roofline_time(work.linear_flops / gemm, work.weight_bytes / weight_bandwidth, 0.0, engine.sharpness)
+    attention = smooth_roofline_time(work.attention_flops / (gemm * engine.attention_efficiency),
+                                     (work.kv_read_bytes + work.kv_write_bytes) / kv_bandwidth, 0.0, engine.sharpness)
+    overhead = np.broadcast_to(engine.forward_overhead_s + model.n_layers * engine.layer_overhead_s,
+                               np.shape(weights.time_s))
+    compute, memory = weights.compute_time_s + attention.compute_time_s, weights.memory_time_s + attention.memory_time_s
+    roof = weights.time_s + attention.time_s
+    bound = np.where(overhead > roof, OVERHEAD, np.where(compute >= memory, COMPUTE, MEMORY)).astype(np.int8)
+    return RooflineTime(roof + overhead, compute, memory, overhead, bound)
 
 
 def processor_forward_cost(model: ModelSpec, device: DeviceSpec, n_tokens, context_tokens, batch=1,
                            tree_pairs=None, attention_efficiency: float = 1.0) -> ForwardCost:
     """Time of one forward of n new tokens at context c and batch b on a GPU or CPU, in seconds."""
     work = forward_work(model, n_tokens, context_tokens, batch, tree_pairs)
+    if device.engine is not None:  # a fitted engine profile replaces the roofline's efficiencies
+        return forward_cost(engine_roofline(model, device, work, device.engine), work.flops, work.bytes)
     peak = device.peak_for(model.compute_dtype) * device.eta_compute
     compute = work.linear_flops / peak + work.attention_flops / (peak * attention_efficiency)
     rows = np.asarray(n_tokens) * np.asarray(batch)

@@ -46,6 +46,19 @@ def roofline_time(compute_time, memory_time, overhead_time, overlap: float = 1.0
     return RooflineTime(roof + overhead, compute, memory, overhead, bound)
 
 
+def smooth_roofline_time(compute_time, memory_time, overhead_time, sharpness) -> RooflineTime:
+    """The p-norm (T_c^p + T_m^p)^(1/p) + overhead: a bent corner where measured t(n) curves bend
+    (docs/engines.md); p -> infinity is the plain max. Computed as max x (1 + (min/max)^p)^(1/p)."""
+    compute, memory, overhead, p = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in
+                                                         (compute_time, memory_time, overhead_time, sharpness)))
+    high, low = np.maximum(compute, memory), np.minimum(compute, memory)
+    ratio = np.divide(low, high, out=np.zeros_like(high), where=high > 0)
+    roof = high * (1.0 + ratio ** p) ** (1.0 / p)
+    bound = np.where(compute >= memory, COMPUTE, MEMORY)
+    bound = np.where(overhead > roof, OVERHEAD, bound).astype(np.int8)
+    return RooflineTime(roof + overhead, compute, memory, overhead, bound)
+
+
 def bound_names(bound) -> np.ndarray:
     """Index array -> array of names from BOUNDS."""
     return np.asarray(BOUNDS)[np.asarray(bound, dtype=int)]

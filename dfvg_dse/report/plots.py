@@ -141,3 +141,31 @@ def plot_validation(rows: list[dict], path: str | Path, title: str) -> None:
     axes[0].legend(loc="upper left", fontsize=8)
     fig.suptitle(title)
     _save(plt, fig, path)
+
+
+def plot_fidelity(records: list[dict], path: str | Path, title: str) -> None:
+    """Predicted (leave-one-source-out) against measured seconds on log-log axes, one point per
+    published row, coloured by engine, with y = x and the ±25% band (validate --anchors)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 5.6))
+    measured = [r["measured_s"] for r in records]
+    predicted = [r["loso_predicted_s"] for r in records]
+    low, high = min(measured + predicted) / 1.5, max(measured + predicted) * 1.5
+    ax.plot([low, high], [low, high], color="black", linewidth=0.8, label="y = x")
+    for factor in (0.75, 1.25):
+        ax.plot([low, high], [low * factor, high * factor], color="#888888", linewidth=0.6, linestyle="--")
+    engines = sorted({r["engine"] for r in records})
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, engine in enumerate(engines):
+        mine = [r for r in records if r["engine"] == engine]
+        ax.scatter([r["measured_s"] for r in mine], [r["loso_predicted_s"] for r in mine], s=12,
+                   color=colours[i % len(colours)], label=f"{engine} ({len(mine)})", alpha=0.8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(low, high)
+    ax.set_ylim(low, high)
+    ax.set_xlabel("measured time (s)")
+    ax.set_ylabel("predicted time, leave-one-source-out (s)")
+    ax.legend(loc="upper left", fontsize=8)
+    ax.set_title(title, fontsize=9)
+    _save(plt, fig, path)

@@ -12,6 +12,7 @@ import numpy as np
 
 from dfvg_dse.acceptance import acceptance_warnings, expected_tokens
 from dfvg_dse.costs import compute_dtype_warnings, device_forward_cost, knee_tokens, memory_fit, param_counts
+from dfvg_dse.costs.processor import engine_rates
 from dfvg_dse.pipeline.pareto import pareto_mask
 from dfvg_dse.specs import DeviceSpec, LinkSpec, ModelSpec
 from dfvg_dse.tree import to_choices, to_vllm_literal
@@ -142,8 +143,11 @@ def cost_records(model: ModelSpec, device: DeviceSpec, tokens, contexts, batches
     """Time, bound, FLOPs, bytes and memory fit of one forward for every (n, c, b) combination, yielded
     in order, evaluated COST_CHUNK_POINTS at a time."""
     n_all, c_all, b_all = (a.ravel() for a in np.meshgrid(tokens, contexts, batches, indexing="ij"))
-    peak = device.peak_for(model.compute_dtype) * device.eta_compute
-    bandwidth = weight_stream_bandwidth_bytes_per_s(model, device)
+    if device.engine is not None:  # a fitted engine profile's kernels
+        peak, bandwidth = engine_rates(model, device, device.engine)
+    else:
+        peak = device.peak_for(model.compute_dtype) * device.eta_compute
+        bandwidth = weight_stream_bandwidth_bytes_per_s(model, device)
     knee = knee_tokens(peak, bandwidth, model.weight_bytes_per_param)
     fallback = compute_dtype_warnings(model, device)  # the device lacks the dtype's peak: which rate is used
     for start in range(0, len(n_all), COST_CHUNK_POINTS):
@@ -154,6 +158,7 @@ def cost_records(model: ModelSpec, device: DeviceSpec, tokens, contexts, batches
         for i in range(len(n)):
             record = {
                 "model": model.name, "device": device.name, "device_kind": device.kind,
+                "engine": device.engine.name if device.engine is not None else "roofline",
                 "weight_dtype": model.weight_dtype, "tokens": int(n[i]), "context": int(c[i]), "batch": int(b[i]),
                 "time_s": float(cost.time_s[i]), "tokens_per_s": float(n[i] * b[i] / cost.time_s[i]),
                 "bound": str(bound[i]),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -31,6 +32,7 @@ class SpecError(InputError):
         super().__init__(f"field '{field}' = {show_value(value)}: {allowed}")
 
 
+SCALE_BYTES = 2  # one fp16 scale per group of quantised weights
 MAX_SHOWN = 60  # characters of a user's value echoed in a one-line message
 
 
@@ -134,6 +136,10 @@ class ModelSpec:
     kv_dtype: str = "float16"
     display_name: str = ""
     source: str = ""
+    # quantised weights: one 16-bit scale per group of this many values (0: per channel, negligible);
+    # weight_bits > 0 gives the mean bits per weight instead (llama.cpp k-quants publish theirs)
+    weight_group_size: int = 0
+    weight_bits: float = 0.0
 
     def __post_init__(self) -> None:
         _require_choice(self, "family", FAMILIES)
@@ -152,10 +158,19 @@ class ModelSpec:
         _require_choice(self, "norm", NORMS)
         _require_choice(self, "weight_dtype", list(DTYPE_BYTES))
         _require_choice(self, "kv_dtype", list(DTYPE_BYTES))
+        if isinstance(self.weight_group_size, bool) or not isinstance(self.weight_group_size, int) \
+                or self.weight_group_size < 0 or self.weight_group_size == 1:
+            raise SpecError("weight_group_size", self.weight_group_size, "must be 0 (per channel) or an integer >= 2")
+        if not (isinstance(self.weight_bits, (int, float)) and 0 <= self.weight_bits <= 32):
+            raise SpecError("weight_bits", self.weight_bits, "must be in [0, 32] (0: from the dtype and groups)")
 
     @property
     def weight_bytes_per_param(self) -> float:
-        return DTYPE_BYTES[self.weight_dtype]
+        """Bytes per stored weight, group scales included (one 2-byte scale per group)."""
+        if self.weight_bits > 0:
+            return self.weight_bits / 8.0
+        scales = SCALE_BYTES / self.weight_group_size if self.weight_group_size and DTYPE_BYTES[self.weight_dtype] < 2 else 0.0
+        return DTYPE_BYTES[self.weight_dtype] + scales
 
     @property
     def kv_bytes_per_value(self) -> float:
@@ -179,6 +194,10 @@ class ModelSpec:
         """The same model stored in other dtypes (quantised weights, a smaller KV cache)."""
         return dataclasses.replace(self, weight_dtype=weight_dtype or self.weight_dtype,
                                    kv_dtype=kv_dtype or self.kv_dtype)
+
+    def with_quantisation(self, group_size: int = 0, bits_per_weight: float = 0.0) -> ModelSpec:
+        """The same weights with group scales (or a stated mean width in bits) counted."""
+        return dataclasses.replace(self, weight_group_size=group_size, weight_bits=float(bits_per_weight))
 
 
 DEVICE_KINDS = ("gpu", "fpga", "cpu")
@@ -294,9 +313,26 @@ class DeviceSpec:
     # Fixed work of one drafting round on this device besides its per-level forwards: taking the
     # verdict and re-ingesting accepted tokens it has not cached (issue 7's calibration).
     draft_round_overhead_s: float = 0.0
+    # The serving engine whose fitted kernels price this GPU's forwards (specs/engines.py); None
+    # is the plain roofline with the efficiencies and overheads above.
+    engine: object | None = None
+    # GPUs: the kernels' family, an architecture and a market (ampere-datacenter, ada-geforce, hopper,
+    # ...): engine profiles scale their efficiencies per class (docs/engines.md); "" for none
+    device_class: str = ""
+    # GeForce tensor cores run FP16 products with FP16 accumulation at twice the FP32-accumulate rate
+    # (peak_fp16 holds the latter); engines whose GEMMs accumulate in FP16 (llama.cpp) reach this one
+    fp16_accumulate_peak_flops_per_s: float | None = None
+    # A calibrated device names the profile fitted to its own forwards (`calibrate --torch-device`);
+    # it prices the device whatever --engine says
+    own_engine: str = ""
 
     def __post_init__(self) -> None:
         _require_choice(self, "kind", DEVICE_KINDS)
+        if self.device_class and not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,39}", self.device_class):
+            raise SpecError("device_class", self.device_class, "lower-case letters, digits and '-', up to 40")
+        if self.engine is not None and self.kind == "fpga":
+            raise SpecError("engine", getattr(self.engine, "name", self.engine), "engine profiles price GPUs and CPUs, "
+                            "not FPGAs")
         if not self.memory:
             raise SpecError("memory", [], "a device needs at least one memory tier")
         if (self.kind == "fpga") != (self.fpga is not None):

@@ -1,0 +1,91 @@
+"""Reader and document of engine profiles, hwdb/engines/NAME.toml (docs/engines.md).
+
+A profile is written by `dfvg-dse engines fit` (validation/engines.py fits it to
+hwdb/measurements); `fp16_accumulate` is a fact about the engine's kernels, kept from the file it
+replaces, with its own source.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from dfvg_dse.catalog.errors import _MISSING, DataError
+from dfvg_dse.specs.engines import CLASSES, EngineProfile, KernelEfficiency
+from dfvg_dse.specs.hardware import SpecError
+
+FIELDS = ("name", "display_name", "source", "tag", "fitted", "fp16_accumulate", "forward_overhead_us",
+          "layer_overhead_us", "sharpness", "attention_efficiency", "half_rows", "kernels", "device_scales")
+US = 1e-6
+
+
+def _number(path: Path, field: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise DataError(path, field, value, "must be a finite number")
+    return float(value)
+
+
+def _table(path: Path, data: dict, field: str) -> dict:
+    value = data.get(field, _MISSING)
+    if not isinstance(value, dict) or not value:
+        raise DataError(path, field, value, "must be a non-empty table")
+    return value
+
+
+def parse_engine(path: Path, data: dict) -> EngineProfile:
+    """One engine profile file as an EngineProfile; a bad field is one line naming it."""
+    for key in data:
+        if key not in FIELDS:
+            raise DataError(path, key, data[key], f"unknown field; allowed: {', '.join(FIELDS)}")
+    for key in ("name", "source"):
+        if not isinstance(data.get(key), str) or not data[key].strip():
+            raise DataError(path, key, data.get(key, _MISSING), "must be a non-empty string")
+    if data["name"] != path.stem:
+        raise DataError(path, "name", data["name"], f"must be the file's stem, '{path.stem}'")
+    accumulate = data.get("fp16_accumulate", {"value": False, "source": "default"})
+    if not isinstance(accumulate, dict) or not isinstance(accumulate.get("value"), bool) \
+            or not isinstance(accumulate.get("source"), str) or not accumulate["source"].strip():
+        raise DataError(path, "fp16_accumulate", accumulate, "must be { value = true|false, source = \"...\" }")
+    kernels = []
+    for cls, table in _table(path, data, "kernels").items():
+        if cls not in CLASSES or not isinstance(table, dict) or set(table) != {"bandwidth_efficiency", "compute_efficiency"}:
+            raise DataError(path, f"kernels.{cls}", table, f"a class of {', '.join(CLASSES)} with "
+                            "bandwidth_efficiency and compute_efficiency")
+        values = {k: _number(path, f"kernels.{cls}.{k}", v) for k, v in table.items()}
+        try:
+            kernels.append(KernelEfficiency(cls, **values))
+        except SpecError as err:
+            raise DataError(path, f"kernels.{cls}.{err.field}", err.value, err.allowed) from None
+    scales = []
+    for name, table in data.get("device_scales", {}).items():
+        if not isinstance(table, dict) or set(table) != {"compute", "bandwidth"}:
+            raise DataError(path, f"device_scales.{name}", table, "a table of compute and bandwidth factors")
+        scales.append((name, _number(path, f"device_scales.{name}.compute", table["compute"]),
+                       _number(path, f"device_scales.{name}.bandwidth", table["bandwidth"])))
+    try:
+        return EngineProfile(
+            data["name"], tuple(kernels),
+            _number(path, "forward_overhead_us", data.get("forward_overhead_us", _MISSING)) * US,
+            _number(path, "layer_overhead_us", data.get("layer_overhead_us", _MISSING)) * US,
+            _number(path, "sharpness", data.get("sharpness", _MISSING)),
+            attention_efficiency=_number(path, "attention_efficiency", data.get("attention_efficiency", 1.0)),
+            half_rows=_number(path, "half_rows", data.get("half_rows", 0.0)),
+            fp16_accumulate=accumulate["value"], device_scales=tuple(scales), source=data["source"])
+    except SpecError as err:
+        raise DataError(path, err.field, err.value, err.allowed) from None
+
+
+def engine_document(profile: EngineProfile, display_name: str, fitted: dict, accumulate_source: str) -> dict:
+    """The TOML document of a profile (rounded to 4 significant digits; reads back as written)."""
+    def r(x: float) -> float:
+        return float(f"{x:.4g}")
+
+    return {"name": profile.name, "display_name": display_name, "source": profile.source, "tag": "derived",
+            "fitted": fitted,
+            "fp16_accumulate": {"value": profile.fp16_accumulate, "source": accumulate_source},
+            "forward_overhead_us": r(profile.forward_overhead_s / US), "layer_overhead_us": r(profile.layer_overhead_s / US),
+            "sharpness": r(profile.sharpness), "attention_efficiency": r(profile.attention_efficiency),
+            "half_rows": r(profile.half_rows),
+            "kernels": {k.weight_class: {"bandwidth_efficiency": r(k.bandwidth_efficiency),
+                                         "compute_efficiency": r(k.compute_efficiency)} for k in profile.kernels},
+            "device_scales": {name: {"compute": r(c), "bandwidth": r(b)} for name, c, b in profile.device_scales}}

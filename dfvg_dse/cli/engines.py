@@ -1,0 +1,241 @@
+"""Commands of serving-engine profiles (docs/engines.md): engines list/show/fit, and the report
+of `validate --anchors` (published measurements against the fitted profiles)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import numpy as np
+
+from dfvg_dse.catalog import Catalog
+from dfvg_dse.catalog.engines import engine_document
+from dfvg_dse.catalog.lookup import ROOFLINE, write_toml_atomic
+from dfvg_dse.cli._base import catalog_of, cli, emit_json, emit_table
+from dfvg_dse.export import write_plot, write_records
+from dfvg_dse.files import check_output_folder
+from dfvg_dse.report.plots import plot_fidelity
+from dfvg_dse.validation.engines import POOLED
+from dfvg_dse.validation.fidelity import (Budgets, Inputs, fit, fitted_rows, forward_report, speculative_report, summary,
+                                          verdicts)
+
+GENERIC = "generic"  # the file name of the pooled profile: an engine without rows of its own
+DISPLAY = {"trtllm": "TensorRT-LLM", "vllm": "vLLM", "sglang": "SGLang", "gpt-fast": "gpt-fast",
+           "llama.cpp": "llama.cpp", "hf": "Hugging Face transformers", GENERIC: "any engine (pooled fit)"}
+
+
+def fit_inputs(catalog: Catalog) -> Inputs:
+    """Every measurement file, the models and GPUs its rows name (plain roofline devices), and the
+    engines whose shipped profiles say their 16-bit GEMMs accumulate in FP16."""
+    plain = catalog.with_engine(ROOFLINE)
+    sources = plain.measurements()
+    rows = [r for s in sources for r in s.rows]
+    models = {n for r in rows for n in ((r.model,) if hasattr(r, "model") else (r.target, r.draft)) if n}
+    accumulate = frozenset(name for name in plain.engine_names()[1:] if plain.engine(name).fp16_accumulate)
+    return Inputs(sources, {n: plain.model(n) for n in sorted(models)},
+                  {n: plain.device(n) for n in sorted({r.device for r in rows})}, accumulate)
+
+
+def _fitted_note(catalog: Catalog, inputs: Inputs, engine: str) -> tuple[dict, str]:
+    rows, aside = fitted_rows(inputs.sources)
+    mine = [r for r in rows if engine in (r.engine, POOLED)]
+    sources = sorted({r.source for r in mine})
+    fitted = {"rows": len(mine), "rows_all_engines": len(rows), "rows_set_aside_multi_gpu": len(aside),
+              "sources": sources}
+    text = (f"fitted by `dfvg-dse engines fit` to hwdb/measurements: {len(mine)} single-GPU rows of "
+            f"{'every engine' if engine == POOLED else engine} ({len(sources)} sources, each file's [publication] names "
+            f"its URL and tables), {len(rows)} rows in all; method docs/engines.md")
+    return fitted, text
+
+
+@cli.group("engines")
+def engines() -> None:
+    """Serving-engine profiles: kernel efficiencies and overheads fitted to published measurements."""
+
+
+@engines.command("list")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+@click.pass_context
+def engines_list(ctx, as_json):
+    """List the engine profiles (`roofline` is the plain roofline of the hwdb entries)."""
+    catalog = catalog_of(ctx)
+    out = [{"name": ROOFLINE, "display_name": "plain roofline (hwdb efficiencies)", "rows": 0, "classes": []}]
+    for name in catalog.engine_names()[1:]:
+        profile, data = catalog.engine_entry(name)
+        out.append({"name": name, "display_name": data.get("display_name", name),
+                    "rows": data.get("fitted", {}).get("rows", 0), "classes": [k.weight_class for k in profile.kernels]})
+    if as_json:
+        emit_json({"engines": out})
+    else:
+        emit_table([[e["name"], e["display_name"], str(e["rows"]), ", ".join(e["classes"])] for e in out],
+                   ["engine", "", "rows fitted", "weight classes"])
+
+
+@engines.command("show")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+@click.pass_context
+def engines_show(ctx, name, as_json):
+    """Show one engine profile: efficiencies per weight class, overheads, device-class factors."""
+    profile, data = catalog_of(ctx).engine_entry(name)
+    if as_json:
+        emit_json(data)
+        return
+    click.echo(f"{name}: {data.get('display_name', name)}; {profile.source}")
+    click.echo(f"overhead {profile.forward_overhead_s * 1e6:.1f} us per forward + {profile.layer_overhead_s * 1e6:.2f} us "
+               f"per layer; transition sharpness p = {profile.sharpness:.2f}; attention at "
+               f"{profile.attention_efficiency:.2f} of the GEMM rate; FP16 accumulate: {profile.fp16_accumulate}")
+    emit_table([[k.weight_class, f"{k.bandwidth_efficiency:.3f}", f"{k.compute_efficiency:.3f}"] for k in profile.kernels],
+               ["weights", "bandwidth eff.", "compute eff."])
+    if profile.device_scales:
+        emit_table([[n, f"{c:.3f}", f"{b:.3f}"] for n, c, b in profile.device_scales],
+                   ["device class", "compute x", "bandwidth x"])
+
+
+@engines.command("fit")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False),
+              help="Write the profiles here [default: the first hwdb directory's engines/].")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+@click.pass_context
+def engines_fit(ctx, out_dir, as_json):
+    """Fit every engine's profile to hwdb/measurements and write hwdb/engines/NAME.toml (seconds)."""
+    catalog = catalog_of(ctx)
+    folder = check_output_folder(out_dir or catalog.hwdb_dir / "engines", "--out")
+    inputs = fit_inputs(catalog)
+    fitted, _ = fit(inputs)
+    written = []
+    for engine in fitted.engines + (POOLED,):
+        stem = GENERIC if engine == POOLED else engine
+        note, text = _fitted_note(catalog, inputs, engine)
+        accumulate = stem in inputs.fp16_accumulate
+        old = catalog.engine_entry(stem)[1] if stem in catalog.engine_names() else {}
+        fact = old.get("fp16_accumulate", {}).get("source", "default: 16-bit GEMMs accumulate in FP32 (cuBLAS's "
+                                                  "default compute type)")
+        profile = fitted.profile(engine, text, accumulate)
+        profile = type(profile)(**{**profile.__dict__, "name": stem})
+        path = Path(folder) / f"{stem}.toml"
+        write_toml_atomic(path, engine_document(profile, DISPLAY.get(stem, stem), note, fact))
+        written.append(str(path))
+    if as_json:
+        emit_json({"written": written, "rows": fitted.rows, "engines": list(fitted.engines)})
+    else:
+        click.echo(f"fitted {len(fitted.engines)} engines to {fitted.rows} rows; wrote " + ", ".join(written))
+
+
+def anchors_report(ctx, out: Path, as_json: bool, budgets: Budgets = Budgets()) -> None:
+    """validate --anchors: every published row predicted (in-sample and leave-one-source-out), the
+    speculative speedups predicted, a table per category and a log-log plot; exit 1 past a budget."""
+    catalog = catalog_of(ctx)
+    inputs = fit_inputs(catalog)
+    records, fitted = forward_report(inputs)
+    profiles = {e: catalog.engine(e) for e in catalog.engine_names()[1:]}
+    profiles[POOLED] = profiles.get(GENERIC) or fitted.profile(POOLED, "in-memory pooled fit")
+    speculative = speculative_report(inputs, profiles)
+    loso, inside = summary(records), summary(records, "error")
+    broken = verdicts(records, speculative, budgets)
+    written = write_records(out / "anchors.csv", records) + write_records(out / "anchors-summary.csv", loso)
+    if speculative:
+        written += write_records(out / "speculative.csv", speculative)
+    written.append(write_plot(out / "anchors.png", lambda tmp: plot_fidelity(
+        records, tmp, f"{len(records)} published forwards, leave-one-source-out")))
+    if as_json:
+        emit_json({"forward": records, "summary": loso, "in_sample_summary": inside, "speculative": speculative,
+                   "broken": broken, "written": [str(p) for p in written]})
+    else:
+        emit_table([[a["category"], str(a["rows"]), f"{a['median_abs_error']:.1%}", f"{a['p90_abs_error']:.1%}",
+                     f"{b['median_abs_error']:.1%}"] for a, b in zip(loso, inside)],
+                   ["category", "rows", "LOSO median |err|", "LOSO p90", "in-sample median"])
+        if speculative:
+            emit_table([[r["source"], r["target"], r["draft"], r["device"], f"{r['mean_accepted_tokens']:.2f}",
+                         f"{r['published_speedup']:.2f}", f"{r['predicted_speedup']:.2f}", f"{r['error']:+.1%}"]
+                        for r in speculative],
+                       ["source", "target", "drafter", "device", "tau", "published", "predicted", "error"])
+        click.echo("wrote " + ", ".join(str(p) for p in written))
+        for line in broken:
+            click.echo(f"budget broken: {line}", err=True)
+    if broken:
+        ctx.exit(1)
+
+
+def _local_name(device: str) -> str:
+    """hwdb name of a torch device: cuda:0 -> local-cuda0, cpu -> local-cpu."""
+    return "local-" + "".join(c for c in device.lower() if c.isalnum())
+
+
+def torch_calibrate(ctx, device: str, model_name: str, dtype: str, quick: bool, out: Path, as_json: bool) -> None:
+    """calibrate --torch-device: the device's entry, its engine profile and its rows under OUT/hwdb."""
+    import os
+    import platform
+    from datetime import datetime, timezone
+
+    from dfvg_dse.catalog.hardware import parse_device
+    from dfvg_dse.catalog.hwdocs import torch_device_document
+    from dfvg_dse.catalog.engines import parse_engine
+    from dfvg_dse.catalog.measurements import measurement_document, parse_measurements
+    from dfvg_dse.cli._base import progress_line
+    from dfvg_dse.specs import InputError
+    from dfvg_dse.specs.measurements import MeasurementSource
+    from dfvg_dse.validation import torch_calibration as tc
+
+    if not device.startswith(("cuda", "cpu")):
+        raise InputError(f"--torch-device {device!r}: allowed: cpu, cuda, cuda:N")
+    try:
+        import torch  # noqa: F401 (the optional extra)
+    except ImportError:
+        raise InputError("--torch-device needs torch: pip install 'dfvg-dse[hf]'") from None
+    catalog = catalog_of(ctx).with_engine(ROOFLINE)
+    model = catalog.model(model_name).with_dtypes(dtype, dtype if dtype != "float32" else "float16")
+    name, kind = _local_name(device), "gpu" if device.startswith("cuda") else "cpu"
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    with progress_line(f"calibrate --torch-device {device}", as_json) as progress:
+        measured = tc.measure(model, device, dtype, quick, 0, lambda step: progress(0, 2, step))
+    import torch as _torch
+
+    display = _torch.cuda.get_device_name(device) if kind == "gpu" else f"{platform.processor() or 'CPU'} (torch)"
+    capacity = (_torch.cuda.get_device_properties(device).total_memory if kind == "gpu"
+                else os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    source = (f"dfvg-dse calibrate --torch-device {device} on {platform.node() or 'this machine'}, {stamp}: "
+              f"median of square {dtype} matmuls and of tensor copies (torch {_torch.__version__})")
+    profile_name = f"torch-{name}"
+    hwdb = out / "hwdb"
+    folder = hwdb / kind
+    doc = torch_device_document(name, kind, display, measured.peak_flops_per_s, dtype, measured.bandwidth_bytes_per_s,
+                                capacity, os.cpu_count() or 1, source)
+    spec = parse_device(folder / f"{name}.toml", doc, kind, catalog.defaults()).spec
+    source_id = f"{name}-{model_name.replace('.', '-')}"
+    rows = tc.rows(measured, model, model_name, name, dtype, source_id)
+    text = (f"fitted by `dfvg-dse calibrate --torch-device {device}` ({stamp}) to {len(rows)} forwards of "
+            f"{model_name} ({dtype}, random weights, {tc.LAYERS} layers timed and scaled) on {display}")
+    profile, errors = tc.fit_device(rows, model, spec, profile_name, text)
+    documents = (
+        (hwdb / "engines" / f"{profile_name}.toml",
+         engine_document(profile, f"torch eager on {display}", {"rows": len(rows), "sources": [source_id]},
+                         "default: torch's GEMMs accumulate in FP32")),
+        (folder / f"{name}.toml", {**doc, "engine": profile_name}),
+        (hwdb / "measurements" / f"{source_id}.toml",
+         measurement_document(MeasurementSource(source_id, "forward", f"layer microbenchmarks of {model_name}",
+                                                f"local: {source}", "torch", _torch.__version__, stamp[:7],
+                                                tuple(rows)))))
+    # every document is read back by the shipped readers before any is written: all or nothing
+    parse_engine(documents[0][0], documents[0][1])
+    parse_device(documents[1][0], documents[1][1], kind, catalog.defaults())
+    parse_measurements(documents[2][0], documents[2][1])
+    written = []
+    for path, document in documents:
+        check_output_folder(path.parent, "--out")
+        write_toml_atomic(path, document)
+        written.append(str(path))
+    check = Catalog.open(hwdb_dir=hwdb)  # and the catalog finds them
+    check.device(name), check.measurements()
+    record = {"device": name, "engine": profile_name, "rows": len(rows), "peak_flops_per_s": measured.peak_flops_per_s,
+              "bandwidth_bytes_per_s": measured.bandwidth_bytes_per_s,
+              "median_abs_error": float(np.median(np.abs(errors))), "p90_abs_error": float(np.percentile(np.abs(errors), 90)),
+              "written": written}
+    if as_json:
+        emit_json(record)
+    else:
+        click.echo(f"{name}: {measured.peak_flops_per_s / 1e12:.3g} TFLOP/s ({dtype} matmul), "
+                   f"{measured.bandwidth_bytes_per_s / 1e9:.3g} GB/s (copy); profile {profile_name} fitted to "
+                   f"{len(rows)} forwards, median |error| {record['median_abs_error']:.1%}, 90th percentile "
+                   f"{record['p90_abs_error']:.1%}")
+        click.echo(f"wrote {', '.join(written)}; use them with --hwdb-dir {hwdb} --device {name}")

@@ -1,0 +1,109 @@
+"""Published measurements the cost model is fitted to and judged by (docs/measurements.md).
+
+A ForwardMeasurement is one timed forward setting of a serving engine on a GPU: the settings it was
+run in and the figure as published, turned into the time of one forward (`forward_time_s`) at the
+tokens and context the cost model prices (`priced_tokens`, `priced_context`). A SpeculativeResult
+is a published speedup of a drafter and tree over the same engine's plain decoding: never fitted,
+only predicted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ENGINES = ("vllm", "sglang", "trtllm", "gpt-fast", "llama.cpp", "hf", "exllamav2", "mlc-llm", "torch", "other")
+PHASES = ("decode", "prefill", "generate", "forward")
+METRICS = ("tokens_per_s", "ms_per_token", "ms")
+# the metrics each phase may give (a decode "ms" would be a whole generation: ambiguous)
+PHASE_METRICS = {"decode": ("tokens_per_s", "ms_per_token"), "prefill": ("tokens_per_s", "ms"),
+                 "generate": ("tokens_per_s", "ms"), "forward": ("ms",)}
+MEASURED_DTYPES = ("float32", "float16", "bfloat16", "fp8", "int8", "int4", "fp4")
+MS_PER_S = 1e3
+
+
+@dataclass(frozen=True)
+class ForwardMeasurement:
+    """One published forward setting and its figure. `bits_per_weight` > 0 overrides the dtype's
+    width plus group scales (llama.cpp k-quants publish their mean bits per weight)."""
+
+    source: str  # the measurement file's id
+    where: str  # table / figure in the source
+    engine: str
+    device: str
+    model: str
+    dtype: str
+    batch: int
+    phase: str
+    prompt_tokens: int
+    generated_tokens: int
+    metric: str
+    value: float
+    group_size: int = 0
+    quant: str = ""
+    bits_per_weight: float = 0.0
+    kv_dtype: str = "float16"
+    tensor_parallel: int = 1
+
+    @property
+    def priced_forwards(self) -> tuple[tuple[int, float, int], ...]:
+        """The forwards the measured time covers, as (new tokens, context, count): a decode step, a
+        prefill, or a whole generation (its prefill and G decode steps). A decode rate over G tokens
+        after a prompt of P is the mean step, priced at context P + (G - 1) / 2 (docs/measurements.md)."""
+        step = (1, self.prompt_tokens + (self.generated_tokens - 1) / 2.0)
+        if self.phase == "forward":  # one forward of the new tokens over the cached prompt (a verify)
+            return ((self.generated_tokens, float(self.prompt_tokens), 1),)
+        if self.phase == "decode":
+            return ((*step, 1),)
+        if self.phase == "prefill":
+            return ((self.prompt_tokens, 0.0, 1),)
+        return ((self.prompt_tokens, 0.0, 1), (*step, self.generated_tokens))
+
+    @property
+    def measured_time_s(self) -> float:
+        """The measured time of what `priced_forwards` lists, for the whole batch, in seconds."""
+        if self.metric in ("ms_per_token", "ms"):
+            return self.value / MS_PER_S
+        per_sequence = {"decode": 1, "prefill": self.prompt_tokens, "generate": self.generated_tokens,
+                        "forward": self.generated_tokens}[self.phase]
+        return self.batch * per_sequence / self.value  # rates are summed over the batch
+
+    @property
+    def category(self) -> str:
+        """The report's category: quantised (weights below 16 bits), else the phase."""
+        return "quantised" if self.dtype not in ("float32", "float16", "bfloat16") else self.phase
+
+
+@dataclass(frozen=True)
+class SpeculativeResult:
+    """A published speculative speedup and the accepted tokens per round it was measured with."""
+
+    source: str
+    where: str
+    engine: str
+    device: str
+    target: str
+    draft: str  # "" for heads (Medusa, EAGLE) that are no separate model
+    method: str
+    tree_tokens: int
+    tree_depth: int
+    dtype: str
+    batch: int
+    temperature: float
+    mean_accepted_tokens: float
+    speedup: float
+    ms_per_token: float = 0.0
+
+
+@dataclass(frozen=True)
+class MeasurementSource:
+    """One measurement file: its provenance and rows (forward or speculative)."""
+
+    id: str
+    kind: str  # "forward" or "speculative"
+    title: str
+    url: str
+    engine: str
+    engine_version: str
+    published: str
+    rows: tuple  # of ForwardMeasurement or SpeculativeResult
+    path: str = ""

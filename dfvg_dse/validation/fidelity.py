@@ -1,0 +1,148 @@
+"""Fidelity on real GPUs (issue 14): engine profiles fitted to the shipped published measurements,
+every forward row predicted in-sample and leave-one-source-out, and published speculative speedups
+predicted from their published acceptance (never fitted). docs/engines.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple
+
+import numpy as np
+
+from dfvg_dse.costs.forward import device_forward_cost
+from dfvg_dse.costs.stages import tree_draft_time_s, tree_verify_cost
+from dfvg_dse.specs import DeviceSpec, ModelSpec
+from dfvg_dse.specs.engines import EngineProfile
+from dfvg_dse.specs.measurements import ForwardMeasurement, MeasurementSource, SpeculativeResult
+from dfvg_dse.validation.engines import POOLED, EngineFit, features, fit_engines, leave_one_source_out, row_model
+
+# Budgets of issue 14 ("Must show"), leave-one-source-out
+FORWARD_MEDIAN_BUDGET = 0.10
+FORWARD_P90_BUDGET = 0.25
+SPECULATIVE_MEDIAN_BUDGET = 0.12
+HEAD_METHODS = ("eagle", "eagle2", "eagle3", "medusa", "hydra")  # drafters that are no separate model
+
+
+class Inputs(NamedTuple):
+    """What the fits and checks read from the catalog."""
+
+    sources: list[MeasurementSource]
+    models: dict[str, ModelSpec]
+    devices: dict[str, DeviceSpec]  # without an engine
+    fp16_accumulate: frozenset[str]
+
+
+def fitted_rows(sources: list[MeasurementSource]) -> tuple[list[ForwardMeasurement], list[ForwardMeasurement]]:
+    """(rows fitted, rows set aside): rows over several GPUs wait for multi-GPU verifiers (issue 17)."""
+    rows = [r for s in sources if s.kind == "forward" for r in s.rows]
+    return [r for r in rows if r.tensor_parallel == 1], [r for r in rows if r.tensor_parallel > 1]
+
+
+def fit(inputs: Inputs) -> tuple[EngineFit, list[ForwardMeasurement]]:
+    rows, _ = fitted_rows(inputs.sources)
+    return fit_engines(features(rows, inputs.models, inputs.devices, inputs.fp16_accumulate)), rows
+
+
+def forward_report(inputs: Inputs) -> tuple[list[dict], EngineFit]:
+    """One record per fitted row: measured and predicted seconds, in-sample and leave-one-source-out."""
+    rows, _ = fitted_rows(inputs.sources)
+    f = features(rows, inputs.models, inputs.devices, inputs.fp16_accumulate)
+    fitted = fit_engines(f)
+    inside, outside = fitted.predict(f), leave_one_source_out(f)
+    records = []
+    for row, measured, a, b in zip(rows, f.measured_s, inside, outside):
+        records.append({"source": row.source, "where": row.where, "engine": row.engine, "device": row.device,
+                        "model": row.model, "dtype": row.dtype, "batch": row.batch, "phase": row.phase,
+                        "prompt_tokens": row.prompt_tokens, "generated_tokens": row.generated_tokens,
+                        "category": row.category, "measured_s": float(measured), "predicted_s": float(a),
+                        "error": float(a / measured - 1.0), "loso_predicted_s": float(b),
+                        "loso_error": float(b / measured - 1.0)})
+    return records, fitted
+
+
+def summary(records: list[dict], key: str = "loso_error") -> list[dict]:
+    """Median and 90th percentile |error| per category (all, decode, prefill, generate, quantised,
+    and each engine)."""
+    groups: dict[str, list[float]] = {"all": []}
+    for r in records:
+        for name in ("all", r["phase"], "quantised" if r["category"] == "quantised" else None, f"engine {r['engine']}"):
+            if name is not None:
+                groups.setdefault(name, []).append(abs(r[key]))
+    return [{"category": name, "rows": len(v), "median_abs_error": float(np.median(v)),
+             "p90_abs_error": float(np.percentile(v, 90))} for name, v in groups.items()]
+
+
+def _levels(tokens: int, depth: int) -> list[int]:
+    """Level widths of a tree of `tokens` draft tokens over `depth` levels, as even as they go
+    (the published trees' shapes are not all printed)."""
+    base, extra = divmod(tokens, depth)
+    return [base + (i < extra) for i in range(depth)]
+
+
+def head_model(target: ModelSpec, method: str) -> ModelSpec:
+    """The drafter of head methods, priced as a model of one decoder layer with the target's LM head
+    (EAGLE's draft layer; Medusa's heads, a residual block and an LM head each, cost about as much)."""
+    return dataclasses.replace(target, n_layers=1, name=f"{target.name}-{method}")
+
+
+def speculative_prediction(row: SpeculativeResult, target: ModelSpec, draft: ModelSpec | None,
+                           device: DeviceSpec, context: int = 256) -> float:
+    """Speedup = tau x t_AR / (t_draft + t_verify), all on the row's GPU under its engine profile."""
+    target = target.with_dtypes(row.dtype, row.dtype if row.dtype in ("float16", "bfloat16") else None)
+    drafter = head_model(target, row.method) if draft is None else draft.with_dtypes(row.dtype)
+    widths = [1] * row.tree_depth if row.tree_tokens == row.tree_depth else _levels(row.tree_tokens, row.tree_depth)
+    ar = float(device_forward_cost(target, device, 1, context, row.batch).time_s)
+    verify = float(tree_verify_cost(target, device, row.tree_tokens, None, context, row.batch).time_s)
+    drafting = float(tree_draft_time_s(drafter, device, widths, context, row.batch)[0])
+    return row.mean_accepted_tokens * ar / (drafting + verify)
+
+
+def speculative_report(inputs: Inputs, profiles: dict[str, EngineProfile]) -> list[dict]:
+    """Every published speculative result against its prediction (the row's engine's profile, or the
+    pooled one when that engine has no forward rows)."""
+    records = []
+    for source in (s for s in inputs.sources if s.kind == "speculative"):
+        for row in source.rows:
+            profile = profiles.get(row.engine, profiles[POOLED])
+            device = dataclasses.replace(inputs.devices[row.device], engine=profile)
+            draft = inputs.models[row.draft] if row.draft else None
+            predicted = speculative_prediction(row, inputs.models[row.target], draft, device)
+            records.append({"source": row.source, "where": row.where, "engine": row.engine, "profile": profile.name,
+                            "device": row.device, "target": row.target, "draft": row.draft or row.method,
+                            "method": row.method, "tree_tokens": row.tree_tokens, "tree_depth": row.tree_depth,
+                            "mean_accepted_tokens": row.mean_accepted_tokens, "published_speedup": row.speedup,
+                            "predicted_speedup": predicted, "error": predicted / row.speedup - 1.0})
+    return records
+
+
+class Budgets(NamedTuple):
+    """Leave-one-source-out budgets of the report (issue 14's "Must show" by default)."""
+
+    forward_median: float = FORWARD_MEDIAN_BUDGET
+    forward_p90: float = FORWARD_P90_BUDGET
+    speculative_median: float = SPECULATIVE_MEDIAN_BUDGET
+
+
+def verdicts(forward: list[dict], speculative: list[dict], budgets: Budgets = Budgets()) -> list[str]:
+    """The budgets the report breaks, one line each (empty: within every budget)."""
+    broken = []
+    for line in summary(forward):
+        if line["category"] in ("all", "decode", "prefill", "generate"):
+            if line["median_abs_error"] > budgets.forward_median:
+                broken.append(f"forward {line['category']}: leave-one-source-out median |error| "
+                              f"{line['median_abs_error']:.1%} > {budgets.forward_median:.0%}")
+            if line["category"] == "all" and line["p90_abs_error"] > budgets.forward_p90:
+                broken.append(f"forward all: 90th percentile |error| {line['p90_abs_error']:.1%} > "
+                              f"{budgets.forward_p90:.0%}")
+    if speculative:
+        median = float(np.median([abs(r["error"]) for r in speculative]))
+        if median > budgets.speculative_median:
+            broken.append(f"speculative speedups: median |error| {median:.1%} > {budgets.speculative_median:.0%}")
+    return broken
+
+
+def row_device_model(inputs: Inputs, row: ForwardMeasurement, profile: EngineProfile | None) -> tuple[ModelSpec, DeviceSpec]:
+    """The model as the row ran it and its GPU under `profile` (for checks that a profile prices a
+    row as the fit did)."""
+    return row_model(inputs.models[row.model], row), dataclasses.replace(inputs.devices[row.device], engine=profile)

@@ -1,0 +1,77 @@
+"""Calibration of a user's own device with torch (issue 14, deliver 6; docs/engines.md).
+
+`calibrate --torch-device DEV --model M` microbenchmarks M's real layer shapes with random weights
+on DEV (reference/torch_bench.py): a square matmul and a copy for the device's peak and bandwidth,
+then forwards over a grid of new tokens, contexts and batch sizes. Each forward becomes a
+measurement row (phase "forward"), and an engine profile is fitted to the rows
+(validation/engines.py) — the device's own kernels, priced by the same model as the published
+engines. The caller writes the device entry, the profile and the rows as hwdb files.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from dfvg_dse.specs import DeviceSpec, ModelSpec
+from dfvg_dse.specs.engines import EngineProfile
+from dfvg_dse.specs.measurements import ForwardMeasurement, MeasurementSource
+from dfvg_dse.validation.engines import features, fit_engines
+
+ENGINE = "torch"
+GRID = {"tokens": (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024), "contexts": (0, 512, 2048), "batches": (1, 4, 16)}
+QUICK_GRID = {"tokens": (1, 4, 16, 64), "contexts": (0, 256), "batches": (1, 2)}
+LAYERS = 2  # decoder layers timed per forward; the model's time is n_layers x one layer + the LM head
+
+
+class Measured(NamedTuple):
+    """What the microbenchmarks measured on the device."""
+
+    peak_flops_per_s: float
+    bandwidth_bytes_per_s: float
+    records: list[dict]  # reference/torch_bench.benchmark's records
+
+
+class TorchCalibration(NamedTuple):
+    source: MeasurementSource
+    profile: EngineProfile
+    in_sample_errors: np.ndarray  # predicted / measured - 1, per row
+
+
+def measure(model: ModelSpec, device: str, dtype: str, quick: bool, seed: int,
+            progress: Callable[[str], None] = lambda _: None) -> Measured:
+    """Run the microbenchmarks (torch needed: pip install '.[hf]')."""
+    from dfvg_dse.reference import torch_bench
+
+    grid = QUICK_GRID if quick else GRID
+    progress("peak and bandwidth")
+    peak = torch_bench.peak_matmul_flops_per_s(device, dtype)
+    bandwidth = torch_bench.copy_bandwidth_bytes_per_s(device)
+    progress("layer forwards")
+    records = torch_bench.benchmark(model, device, dtype, list(grid["tokens"]), list(grid["contexts"]),
+                                    list(grid["batches"]), layers=LAYERS, repeats=3 if quick else 5, seed=seed)
+    return Measured(peak, bandwidth, records)
+
+
+def model_seconds(record: dict, model: ModelSpec) -> float:
+    """The whole model's forward from one layer's time and the head's."""
+    return model.n_layers * record["seconds_per_layer"] + record["seconds_head"]
+
+
+def rows(measured: Measured, model: ModelSpec, model_name: str, device_name: str, dtype: str,
+         source_id: str) -> list[ForwardMeasurement]:
+    return [ForwardMeasurement(source_id, f"n={r['tokens']}, c={r['context']}, b={r['batch']}", ENGINE, device_name,
+                               model_name, dtype, r["batch"], "forward", r["context"], r["tokens"], "ms",
+                               model_seconds(r, model) * 1e3, kv_dtype=dtype if dtype != "float32" else "float16")
+            for r in measured.records]
+
+
+def fit_device(measurement_rows: list[ForwardMeasurement], model: ModelSpec, device: DeviceSpec, profile_name: str,
+               source_text: str) -> tuple[EngineProfile, np.ndarray]:
+    """An engine profile fitted to the device's own rows, and its in-sample errors."""
+    f = features(measurement_rows, {measurement_rows[0].model: model}, {device.name: device})
+    fitted = fit_engines(f)
+    profile = fitted.profile(ENGINE, source_text)
+    profile = type(profile)(**{**profile.__dict__, "name": profile_name})
+    return profile, fitted.predict(f) / f.measured_s - 1.0

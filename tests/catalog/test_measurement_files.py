@@ -1,0 +1,105 @@
+"""Published-measurement files (docs/measurements.md): every shipped row reads and converts as the
+format says; a bad or ragged file is one line naming the file, the row and the field, exit 2."""
+
+import re
+
+import pytest
+
+from cli_checks import one_line_error
+from dfvg_dse.catalog import Catalog, CatalogError
+from dfvg_dse.specs.measurements import ForwardMeasurement
+
+GOOD = '''[publication]
+kind = "forward"
+id = "mine"
+title = "a table"
+url = "https://example.org/table"
+engine = "vllm"
+engine_version = "v0.6"
+published = "2024-06"
+
+[[row]]
+where = "table 1, row 1"
+device = "a100-80gb"
+model = "llama-2-7b"
+dtype = "float16"
+batch = 4
+phase = "decode"
+prompt_tokens = 100
+generated_tokens = 201
+metric = "tokens_per_s"
+value = 200.0
+'''
+
+
+def test_the_shipped_files_meet_the_issue_coverage():
+    # issue 14: >= 80 non-speculative rows, >= 5 sources, >= 4 engines, decode and prefill, batch
+    # 1-64, fp16/bf16, int8, int4, fp8, >= 4 GPU models
+    forward = Catalog.open().measurements("forward")
+    rows = [r for s in forward for r in s.rows]
+    assert len(rows) >= 80 and len(forward) >= 5 and len({s.engine for s in forward}) >= 4
+    assert {"decode", "prefill"} <= {r.phase for r in rows}
+    assert {"float16", "bfloat16", "int8", "int4", "fp8"} <= {r.dtype for r in rows}
+    assert {1, 64} <= {r.batch for r in rows} and len({r.device for r in rows}) >= 4
+    assert max(r.prompt_tokens for r in rows if r.phase == "prefill") >= 4096
+    for source in Catalog.open().measurements():
+        assert source.url.startswith("https://") and source.title and source.engine_version
+
+
+@pytest.mark.parametrize("phase, metric, value, batch, expected_s", [
+    ("decode", "tokens_per_s", 200.0, 4, 4 / 200.0),  # summed over the batch: one step of 4 tokens
+    ("decode", "ms_per_token", 12.5, 4, 0.0125),
+    ("prefill", "tokens_per_s", 8000.0, 2, 2 * 100 / 8000.0),
+    ("prefill", "ms", 30.0, 2, 0.030),
+    ("generate", "tokens_per_s", 200.0, 4, 4 * 201 / 200.0),  # the whole run: prefill and 201 steps
+])
+def test_a_row_converts_to_the_time_it_measured(phase, metric, value, batch, expected_s):
+    row = ForwardMeasurement("s", "w", "vllm", "a100-80gb", "llama-2-7b", "float16", batch, phase, 100, 201, metric,
+                             value)
+    assert row.measured_time_s == pytest.approx(expected_s)
+    forwards = row.priced_forwards
+    if phase == "decode":
+        assert forwards == ((1, 100 + 200 / 2, 1),)  # the mean step of the run
+    elif phase == "prefill":
+        assert forwards == ((100, 0.0, 1),)
+    else:
+        assert forwards == ((100, 0.0, 1), (1, 200.0, 201))
+
+
+@pytest.mark.parametrize("old, new, field", [
+    ('batch = 4', 'batch = 0', "row[0].batch"),
+    ('batch = 4', 'batch = 4.5', "row[0].batch"),
+    ('value = 200.0', 'value = -1.0', "row[0].value"),
+    ('value = 200.0', 'value = nan', "row[0].value"),
+    ('value = 200.0', 'value = "fast"', "row[0].value"),
+    ('metric = "tokens_per_s"', 'metric = "ms"', "row[0].metric"),  # a decode "ms" would be a whole run
+    ('phase = "decode"', 'phase = "training"', "row[0].phase"),
+    ('dtype = "float16"', 'dtype = "int3"', "row[0].dtype"),
+    ('device = "a100-80gb"', 'device = "a100-80g"', "row[0].device"),
+    ('model = "llama-2-7b"', 'model = "llama-2-8b"', "row[0].model"),
+    ('generated_tokens = 201', 'generated_tokens = 0', "row[0].generated_tokens"),
+    ('where = "table 1, row 1"\n', '', "row[0].where"),
+    ('value = 200.0', 'value = 200.0\nspeed = 3', "row[0].speed"),
+    ('engine = "vllm"', 'engine = "tgi2"', "publication.engine"),
+    ('id = "mine"', 'id = "yours"', "publication.id"),
+    ('kind = "forward"', 'kind = "both"', "publication.kind"),
+    ('[[row]]', '[[rows]]', "rows"),
+    ('[publication]', '[source]', "source"),
+])
+def test_a_bad_measurement_file_is_one_line(hwdb_copy, run, old, new, field):
+    path = hwdb_copy / "measurements" / "mine.toml"
+    assert old in GOOD
+    path.write_text(GOOD.replace(old, new, 1))
+    with pytest.raises(CatalogError) as err:
+        Catalog.open(hwdb_dir=hwdb_copy).measurements()
+    assert str(path) in str(err.value) and f"'{field}'" in str(err.value), err.value
+    line = one_line_error(run("--hwdb-dir", str(hwdb_copy), "validate", "--anchors", "--out",
+                              str(hwdb_copy.parent / "out")), str(path), max_chars=400)
+    assert re.search(re.escape(field), line)
+    assert not (hwdb_copy.parent / "out").exists()  # nothing half-written
+
+
+def test_a_good_file_of_yours_joins_the_fit(hwdb_copy):
+    (hwdb_copy / "measurements" / "mine.toml").write_text(GOOD)
+    sources = {s.id: s for s in Catalog.open(hwdb_dir=hwdb_copy).measurements()}
+    assert sources["mine"].rows[0].measured_time_s == pytest.approx(4 / 200.0)

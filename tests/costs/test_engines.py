@@ -1,0 +1,135 @@
+"""Engine profiles (issue 14, docs/engines.md): the smooth roofline, group-scale bytes, the fit that
+recovers known parameters, leave-one-source-out, and the shipped profiles' plausibility."""
+
+import dataclasses
+import itertools
+
+import numpy as np
+import pytest
+
+from dfvg_dse.catalog import Catalog
+from dfvg_dse.costs.processor import processor_forward_cost
+from dfvg_dse.costs.roofline import smooth_roofline_time
+from dfvg_dse.specs import SpecError
+from dfvg_dse.specs.engines import EngineProfile, KernelEfficiency
+from dfvg_dse.specs.measurements import ForwardMeasurement
+from dfvg_dse.validation.engines import POOLED, _take, features, fit_engines, leave_one_source_out
+
+
+def test_the_smooth_roofline_is_the_p_norm():
+    c, m = np.array([1.0, 2.0, 3.0, 0.0]), np.array([2.0, 2.0, 0.5, 4.0])
+    for p in (1.0, 2.5, 8.0):
+        t = smooth_roofline_time(c, m, 0.1, p)
+        brute = np.array([(a ** p + b ** p) ** (1 / p) for a, b in zip(c, m)]) + 0.1
+        assert np.allclose(t.time_s, brute)
+    assert np.allclose(smooth_roofline_time(c, m, 0.0, 64.0).time_s, np.maximum(c, m), rtol=0.011)  # p 64: 1.1% of max
+    assert np.allclose(smooth_roofline_time(c, m, 0.0, 1.0).time_s, c + m)
+
+
+def test_group_scales_add_bytes_per_weight(catalog):
+    # ggml Q4_0 stores 32 weights in 18 bytes (16 of nibbles, one fp16 scale): 4.5 bits per weight
+    # (ggml-org/llama.cpp ggml/src/ggml-common.h, block_q4_0); a 2-byte scale per 32 is the same figure
+    model = catalog.model("llama-2-7b").with_dtypes("int4")
+    assert model.weight_bytes_per_param == 0.5
+    assert model.with_quantisation(32).weight_bytes_per_param == pytest.approx(18 / 32)
+    assert model.with_quantisation(0, 4.85).weight_bytes_per_param == pytest.approx(4.85 / 8)
+    assert catalog.model("llama-2-7b").with_quantisation(32).weight_bytes_per_param == 2.0  # no scales on fp16
+    with pytest.raises(SpecError, match="weight_group_size"):
+        model.with_quantisation(1)
+
+
+@pytest.mark.parametrize("field, value", [("forward_overhead_s", -1e-6), ("layer_overhead_s", 1.0),
+                                          ("sharpness", 0.5), ("attention_efficiency", 1.5)])
+def test_a_profile_outside_its_ranges_is_refused(field, value):
+    good = dict(name="x", kernels=(KernelEfficiency("16bit", 0.8, 0.5),), forward_overhead_s=1e-5,
+                layer_overhead_s=1e-6, sharpness=4.0)
+    with pytest.raises(SpecError, match=field.replace("_s", "")):
+        EngineProfile(**{**good, field: value})
+    with pytest.raises(SpecError, match="fraction"):
+        KernelEfficiency("16bit", 1.2, 0.5)
+
+
+KNOWN = EngineProfile("synthetic", (KernelEfficiency("16bit", 0.82, 0.61), KernelEfficiency("int4", 0.55, 0.35)),
+                      forward_overhead_s=30e-6, layer_overhead_s=6e-6, sharpness=3.0, attention_efficiency=0.7,
+                      device_scales=(("ampere-datacenter", 1.0, 1.0), ("hopper", 0.8, 1.1)))
+
+
+def _synthetic_rows(catalog, profile, source="s1", engine="trtllm"):
+    """Rows 'measured' by pricing settings with `profile` through the cost model itself (the path
+    `--engine` takes), so a fit that works recovers the profile."""
+    rows, times = [], []
+    for device, model, dtype, (phase, n, b) in itertools.product(
+            ("a100-80gb", "h100-sxm"), ("llama-2-7b", "qwen3-8b"), ("float16", "int4"),
+            (("decode", 1, 1), ("decode", 1, 16), ("decode", 1, 64), ("prefill", 128, 1), ("prefill", 1024, 1),
+             ("prefill", 4096, 1))):
+        row = ForwardMeasurement(source, "synthetic", engine, device, model, dtype, b, phase,
+                                 n if phase == "prefill" else 256, 0 if phase == "prefill" else 129, "ms", 1.0,
+                                 group_size=32 if dtype == "int4" else 0)
+        spec = catalog.model(model).with_dtypes(dtype).with_quantisation(row.group_size)
+        gpu = dataclasses.replace(catalog.device(device), engine=profile)
+        (tokens, context, _), = row.priced_forwards
+        seconds = float(processor_forward_cost(spec, gpu, tokens, context, b).time_s)
+        rows.append(dataclasses.replace(row, value=seconds * 1e3))
+        times.append(seconds)
+    return rows, np.array(times)
+
+
+def _features(catalog, rows):
+    plain = catalog.with_engine("roofline")
+    return features(rows, {r.model: plain.model(r.model) for r in rows}, {r.device: plain.device(r.device) for r in rows})
+
+
+def test_the_fit_recovers_a_known_profile(catalog):
+    rows, times = _synthetic_rows(catalog, KNOWN)
+    f = _features(catalog, rows)
+    assert np.allclose(f.measured_s, times)
+    fit = fit_engines(f)
+    assert np.allclose(fit.predict(f), times, rtol=0.04)  # the priors (toward pooled, defaults) bias a little
+    profile = fit.profile("trtllm", "test")
+    got = {k.weight_class: k for k in profile.kernels}
+    assert got["16bit"].bandwidth_efficiency == pytest.approx(0.82, rel=0.05)
+    assert got["int4"].bandwidth_efficiency == pytest.approx(0.55, rel=0.05)
+    # the fitted profile, priced through the cost model, gives what the fit predicted
+    for row, predicted in zip(rows, fit.predict(f)):
+        spec = catalog.model(row.model).with_dtypes(row.dtype).with_quantisation(row.group_size)
+        gpu = dataclasses.replace(catalog.device(row.device), engine=profile)
+        (tokens, context, _), = row.priced_forwards
+        assert float(processor_forward_cost(spec, gpu, tokens, context, row.batch).time_s) == pytest.approx(predicted,
+                                                                                                             rel=1e-9)
+
+
+def test_leave_one_source_out_predicts_each_source_from_the_others(catalog):
+    a, _ = _synthetic_rows(catalog, KNOWN, "s1", "trtllm")
+    slow = dataclasses.replace(KNOWN, layer_overhead_s=40e-6)
+    b, _ = _synthetic_rows(catalog, slow, "s2", "vllm")
+    f = _features(catalog, a + b)
+    held = np.array([s == "s2" for s in f.source])
+    direct = fit_engines(_take(f, ~held)).predict(_take(f, held))
+    loso = leave_one_source_out(f)
+    assert np.allclose(loso[held], direct)
+    # vllm is seen only in s2: held out, it is priced by the pooled profile, which missed its overhead
+    assert np.median(np.abs(loso[held] / f.measured_s[held] - 1)) > np.median(
+        np.abs(fit_engines(f).predict(f)[held] / f.measured_s[held] - 1))
+
+
+def test_the_shipped_profiles_are_plausible_and_read_back():
+    catalog = Catalog.open()
+    names = catalog.engine_names()
+    assert names[0] == "roofline" and {"trtllm", "vllm", "llama.cpp", "gpt-fast", "generic"} <= set(names)
+    for name in names[1:]:
+        profile, data = catalog.engine_entry(name)
+        assert profile.forward_overhead_s >= 0 and profile.layer_overhead_s >= 0 and 1 <= profile.sharpness <= 64
+        assert all(0 < k.bandwidth_efficiency <= 1 and 0 < k.compute_efficiency <= 1 for k in profile.kernels)
+        assert 0 < profile.attention_efficiency <= 1
+        assert all(0.1 <= c <= 10 and 0.1 <= b <= 10 for _, c, b in profile.device_scales)
+        assert data["fitted"]["rows"] > 0 and data["fp16_accumulate"]["source"]
+    assert catalog.engine("llama.cpp").fp16_accumulate and not catalog.engine("trtllm").fp16_accumulate
+
+
+def test_an_engine_prices_gpus_only_and_roofline_is_the_old_model(catalog):
+    plain = catalog.with_engine("roofline").device("a100-80gb")
+    assert plain.engine is None and catalog.with_engine("trtllm").device("a100-80gb").engine.name == "trtllm"
+    assert catalog.with_engine("trtllm").device("v80").engine is None  # FPGAs keep their own model
+    with pytest.raises(SpecError, match="not FPGAs"):
+        dataclasses.replace(catalog.device("v80"), engine=KNOWN)
+    assert POOLED == "pooled"
