@@ -13,12 +13,14 @@ import tempfile
 import time
 
 from dfvg_dse.catalog import Catalog
+from dfvg_dse.catalog.lookup import DEFAULT_ENGINE
 from dfvg_dse.pipeline.grid import SearchSpace
 from dfvg_dse.pipeline.pareto import hypervolume
 from dfvg_dse.search import run_search, sweep_frame, trials_frame
 
 
 def default_space(c: Catalog) -> SearchSpace:
+    c = c.with_engine(DEFAULT_ENGINE)  # GPUs priced as `dfvg-dse search` prices them
     gpu = c.device("rtx-4090")
     drafts = (c.device("v80"), c.device("u280"), gpu, c.device("xeon-silver-4310"))
     links = tuple((d.name, c.link(d.host_link)) for d in drafts)

@@ -45,6 +45,9 @@ ENV_DIRS = {"models": "DFVG_DSE_MODELS_DIR", "hwdb": "DFVG_DSE_HWDB_DIR"}
 HW_KINDS = ("fpga", "gpu", "cpu", "link")
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 ROOFLINE = "roofline"  # the engine name of the plain roofline (no profile)
+# The engine whose fitted profile prices GPU forwards when a command is not told otherwise:
+# TensorRT-LLM, the best tuned of the engines with published measurements (docs/engines.md).
+DEFAULT_ENGINE = "trtllm"
 FILE_SUFFIXES = (".json", ".toml", ".jsonl")  # a SPEC ending so is meant as a file
 def _is_file(path: Path) -> bool:
     """Path.is_file that says False for a name the OS cannot hold (too long, a NUL byte)."""

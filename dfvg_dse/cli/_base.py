@@ -18,6 +18,7 @@ import click
 
 from dfvg_dse import __version__
 from dfvg_dse.catalog import Catalog, CatalogError
+from dfvg_dse.catalog.lookup import DEFAULT_ENGINE
 from dfvg_dse.report.tables import json_safe
 from dfvg_dse.specs import InputError
 
@@ -363,11 +364,6 @@ def catalog_of(ctx: click.Context) -> Catalog:
     catalog = Catalog.open(ctx.obj["models_dir"], ctx.obj["hwdb_dir"])
     engine = ctx.obj.get("engine")
     return catalog if engine is None else catalog.with_engine(engine)
-
-
-# The engine whose fitted profile prices GPU forwards when --engine is not given: TensorRT-LLM, the
-# best tuned of the engines with published measurements (docs/engines.md).
-DEFAULT_ENGINE = "trtllm"
 
 
 def _remember_engine(ctx: click.Context, param: click.Parameter, value: str) -> str:

@@ -3,6 +3,7 @@ of `validate --anchors` (published measurements against the fitted profiles)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import click
@@ -112,7 +113,7 @@ def engines_fit(ctx, out_dir, as_json):
         fact = old.get("fp16_accumulate", {}).get("source", "default: 16-bit GEMMs accumulate in FP32 (cuBLAS's "
                                                   "default compute type)")
         profile = fitted.profile(engine, text, accumulate)
-        profile = type(profile)(**{**profile.__dict__, "name": stem})
+        profile = dataclasses.replace(profile, name=stem)
         path = Path(folder) / f"{stem}.toml"
         write_toml_atomic(path, engine_document(profile, DISPLAY.get(stem, stem), note, fact))
         written.append(str(path))

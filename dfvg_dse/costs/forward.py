@@ -21,11 +21,17 @@ def compute_dtype_warnings(model: ModelSpec, device: DeviceSpec) -> list[str]:
     at the fallback's rate. The line names the device, the dtype asked for and the rate used.
     """
     peak = device.compute_peak(model.compute_dtype)
-    if not peak.fell_back:
-        return []
-    return [f"{device.name} has no {peak.requested} peak: {model.name}'s {model.weight_dtype} weights are costed "
-            f"at its {peak.dtype} rate, {peak.flops_per_s / 1e12:.4g} TFLOP/s dense peak "
-            f"({model.weight_bytes_per_param:g} B per weight streamed, compute as {peak.dtype})"]
+    lines = []
+    if peak.fell_back:
+        lines.append(f"{device.name} has no {peak.requested} peak: {model.name}'s {model.weight_dtype} weights are "
+                     f"costed at its {peak.dtype} rate, {peak.flops_per_s / 1e12:.4g} TFLOP/s dense peak "
+                     f"({model.weight_bytes_per_param:g} B per weight streamed, compute as {peak.dtype})")
+    if device.engine is not None:
+        kernel, fell_back = device.engine.kernel(model.weight_dtype)
+        if fell_back:  # no published rows of this engine with these weights: another class's kernels price them
+            lines.append(f"engine {device.engine.name} has no kernels fitted for {model.weight_dtype} weights: "
+                         f"priced with its {kernel.weight_class} kernels (docs/engines.md)")
+    return lines
 
 
 def device_forward_cost(model: ModelSpec, device: DeviceSpec, n_tokens, context_tokens, batch=1,

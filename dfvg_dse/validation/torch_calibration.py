@@ -10,6 +10,7 @@ engines. The caller writes the device entry, the profile and the rows as hwdb fi
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -73,5 +74,5 @@ def fit_device(measurement_rows: list[ForwardMeasurement], model: ModelSpec, dev
     f = features(measurement_rows, {measurement_rows[0].model: model}, {device.name: device})
     fitted = fit_engines(f)
     profile = fitted.profile(ENGINE, source_text)
-    profile = type(profile)(**{**profile.__dict__, "name": profile_name})
+    profile = dataclasses.replace(profile, name=profile_name)
     return profile, fitted.predict(f) / f.measured_s - 1.0

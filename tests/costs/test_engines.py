@@ -133,3 +133,11 @@ def test_an_engine_prices_gpus_only_and_roofline_is_the_old_model(catalog):
     with pytest.raises(SpecError, match="not FPGAs"):
         dataclasses.replace(catalog.device("v80"), engine=KNOWN)
     assert POOLED == "pooled"
+
+
+def test_weights_without_fitted_kernels_are_priced_by_a_wider_class_and_said(run):
+    # trtllm's published rows hold 16-bit and fp8 weights only: int4 falls back, with a warning
+    result = run("cost", "--model", "llama-2-7b", "--device", "a100-80gb", "--weight-dtype", "int4")
+    assert result.exit_code == 0 and "engine trtllm has no kernels fitted for int4 weights" in result.stderr
+    quiet = run("cost", "--model", "llama-2-7b", "--device", "a100-80gb", "--weight-dtype", "int4", "--engine", "llama.cpp")
+    assert quiet.exit_code == 0 and "no kernels fitted" not in quiet.stderr
