@@ -16,6 +16,7 @@ from dfvg_dse.cli._base import catalog_of, cli, emit_json, emit_table
 from dfvg_dse.export import write_plot, write_records
 from dfvg_dse.files import check_output_folder
 from dfvg_dse.report.plots import plot_fidelity
+from dfvg_dse.specs.measurements import ForwardMeasurement
 from dfvg_dse.validation.engines import POOLED
 from dfvg_dse.validation.fidelity import (Budgets, Inputs, fit, fitted_rows, forward_report, speculative_report, summary,
                                           verdicts)
@@ -31,15 +32,15 @@ def fit_inputs(catalog: Catalog) -> Inputs:
     plain = catalog.with_engine(ROOFLINE)
     sources = plain.measurements()
     rows = [r for s in sources for r in s.rows]
-    models = {n for r in rows for n in ((r.model,) if hasattr(r, "model") else (r.target, r.draft)) if n}
+    models = {n for r in rows for n in ((r.model,) if isinstance(r, ForwardMeasurement) else (r.target, r.draft)) if n}
     accumulate = frozenset(name for name in plain.engine_names()[1:] if plain.engine(name).fp16_accumulate)
     return Inputs(sources, {n: plain.model(n) for n in sorted(models)},
                   {n: plain.device(n) for n in sorted({r.device for r in rows})}, accumulate)
 
 
-def _fitted_note(catalog: Catalog, inputs: Inputs, engine: str) -> tuple[dict, str]:
+def _fitted_note(inputs: Inputs, engine: str) -> tuple[dict, str]:
     rows, aside = fitted_rows(inputs.sources)
-    mine = [r for r in rows if engine in (r.engine, POOLED)]
+    mine = [r for r in rows if engine == POOLED or r.engine == engine]
     sources = sorted({r.source for r in mine})
     fitted = {"rows": len(mine), "rows_all_engines": len(rows), "rows_set_aside_multi_gpu": len(aside),
               "sources": sources}
@@ -107,7 +108,7 @@ def engines_fit(ctx, out_dir, as_json):
     written = []
     for engine in fitted.engines + (POOLED,):
         stem = GENERIC if engine == POOLED else engine
-        note, text = _fitted_note(catalog, inputs, engine)
+        note, text = _fitted_note(inputs, engine)
         accumulate = stem in inputs.fp16_accumulate
         old = catalog.engine_entry(stem)[1] if stem in catalog.engine_names() else {}
         fact = old.get("fp16_accumulate", {}).get("source", "default: 16-bit GEMMs accumulate in FP32 (cuBLAS's "

@@ -15,7 +15,7 @@ from dfvg_dse.costs.stages import tree_draft_time_s, tree_verify_cost
 from dfvg_dse.specs import DeviceSpec, ModelSpec
 from dfvg_dse.specs.engines import EngineProfile
 from dfvg_dse.specs.measurements import ForwardMeasurement, MeasurementSource, SpeculativeResult
-from dfvg_dse.validation.engines import POOLED, EngineFit, features, fit_engines, leave_one_source_out, row_model
+from dfvg_dse.validation.engines import POOLED, EngineFit, features, fit_engines, leave_one_source_out
 
 # TODO(issue 14): the budgets below are not met yet (docs/engines.md, "Where it stands"): add a second
 # source per engine (llama.cpp's CUDA scoreboard, vLLM's and SGLang's own benchmark tables), forward
@@ -145,9 +145,3 @@ def verdicts(forward: list[dict], speculative: list[dict], budgets: Budgets = Bu
         if median > budgets.speculative_median:
             broken.append(f"speculative speedups: median |error| {median:.1%} > {budgets.speculative_median:.0%}")
     return broken
-
-
-def row_device_model(inputs: Inputs, row: ForwardMeasurement, profile: EngineProfile | None) -> tuple[ModelSpec, DeviceSpec]:
-    """The model as the row ran it and its GPU under `profile` (for checks that a profile prices a
-    row as the fit did)."""
-    return row_model(inputs.models[row.model], row), dataclasses.replace(inputs.devices[row.device], engine=profile)
