@@ -48,6 +48,7 @@ STRING_FIELDS = {
     "link": {"link_type", "path", "generation"},
 }
 _BASE_FIELDS = {"name", "kind", "display_name", "notes"}
+TABLE_FIELDS = {"cpu": {"linear_row_ratios"}}  # a list of numbers with one tag and source
 # AMD Versal, AMD UltraScale+, Intel Stratix 10 NX, other Intel FPGAs (docs/data-format.md)
 DSP_TYPES = ("DSP58", "DSP48E2", "AI Tensor Block", "variable-precision DSP")
 
@@ -111,7 +112,7 @@ def _check_header(path: Path, data: dict, kind: str) -> None:
         raise DataError(path, "kind", data.get("kind", _MISSING), f"must be '{kind}' for a file under {kind}/")
     if data.get("name") != path.stem:
         raise DataError(path, "name", data.get("name", _MISSING), f"must equal the file name '{path.stem}'")
-    allowed = _BASE_FIELDS | set(QUANTITY_FIELDS[kind]) | STRING_FIELDS[kind] | ({"memory"} if kind != "link" else set())
+    allowed = _BASE_FIELDS | set(QUANTITY_FIELDS[kind]) | STRING_FIELDS[kind] | TABLE_FIELDS.get(kind, set()) | ({"memory"} if kind != "link" else set())
     for field in data:
         if field not in allowed:
             close = difflib.get_close_matches(field, sorted(allowed), n=1)
@@ -180,6 +181,28 @@ def _memory_tiers(path: Path, data: dict, kind: str, defaults: CalibrationDefaul
     return tuple(tiers)
 
 
+def _ratio_table(path: Path, data: dict, field: str) -> tuple[float, ...]:
+    """A {values, tag, source} table of positive numbers (a calibrated core's linear_row_ratios);
+    () when absent. The numbers' meaning is checked by the spec."""
+    raw = data.get(field)
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict):
+        raise DataError(path, field, raw, "must be a table {values, tag, source}")
+    extra = sorted(set(raw) - {"values", "tag", "source"})
+    if extra:
+        raise DataError(path, f"{field}.{extra[0]}", raw[extra[0]], "allowed keys: values, tag, source")
+    values = raw.get("values", _MISSING)
+    if not (isinstance(values, list) and values and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                          for v in values)):
+        raise DataError(path, f"{field}.values", values, "must be a non-empty list of numbers")
+    if not isinstance(raw.get("tag"), str) or raw["tag"] not in units.TAGS:
+        raise DataError(path, f"{field}.tag", raw.get("tag", _MISSING), f"allowed: {', '.join(units.TAGS)}")
+    if not isinstance(raw.get("source"), str) or not raw["source"].strip():
+        raise DataError(path, f"{field}.source", raw.get("source", _MISSING), "every number needs a non-empty source")
+    return tuple(float(v) for v in values)
+
+
 def parse_device(path: Path, data: dict, kind: str, defaults: CalibrationDefaults) -> HwEntry:
     """Build a DeviceSpec from one hwdb/{gpu,fpga,cpu}/NAME.toml document."""
     _check_header(path, data, kind)
@@ -225,6 +248,7 @@ def parse_device(path: Path, data: dict, kind: str, defaults: CalibrationDefault
             cores=int(q["cores"].si) if "cores" in q else None, source=str(path),
             compute_memory_overlap=si("overlap", 1.0), multi_row_bandwidth_fraction=si("multi_row_bandwidth", 1.0),
             draft_round_overhead_s=si("draft_round_overhead", 0.0),
+            linear_row_ratios=_ratio_table(path, data, "linear_row_ratios"),
             device_class=read_string(path, data, "device_class", "") or "",
             own_engine=read_string(path, data, "engine", "") or "",
             fp16_accumulate_peak_flops_per_s=q["peak_fp16_fp16acc"].si if "peak_fp16_fp16acc" in q else None)

@@ -17,10 +17,12 @@ def core_document(device: DeviceSpec, clock_hz: float, peak_source: str, fit_sou
     fit = f"fitted by scipy least squares to reference-engine forward times: {fit_source}"
     assumed = "assumption: one core; not measured, energy is not validated on this machine"
     memory = device.main_memory
-    return {
+    rows = ("weight streaming scaled by linear_row_ratios[n - 1] for a forward of n rows" if device.linear_row_ratios
+            else "memory at multi_row_bandwidth x bandwidth when a forward has 2+ rows")
+    doc = {
         "name": device.name, "kind": "cpu", "display_name": f"{host}, one core (calibrated)",
         "notes": "Written by `dfvg-dse calibrate`. Forward time = overheads + max(compute, memory) + "
-                 "(1 - overlap) x min(compute, memory); memory at multi_row_bandwidth x bandwidth when a forward has 2+ rows.",
+                 f"(1 - overlap) x min(compute, memory); {rows}.",
         "cores": _q(1, "count", "measured", "one pinned process per stage"),
         "clock": _q(clock_hz / 1e9, "GHz", "measured", peak_source),
         "peak_fp32": _q(device.peak_for("fp32") / 1e9, "GFLOPS", "derived", peak_source),
@@ -36,6 +38,12 @@ def core_document(device: DeviceSpec, clock_hz: float, peak_source: str, fit_sou
                     "bandwidth": _q(memory.bandwidth_bytes_per_s / 1e9, "GB/s", "measured", fit),
                     "efficiency": _q(1.0, "fraction", "measured", "the fitted bandwidth is the achieved one")}],
     }
+    if device.linear_row_ratios:
+        doc["linear_row_ratios"] = {
+            "values": list(device.linear_row_ratios), "tag": "measured",
+            "source": "median time of the model's linear layers (the reference engine's own products) over 1, 2, ... "
+                      "rows on this core over one row's, single-threaded: dfvg-dse calibrate"}
+    return doc
 
 
 def link_document(link: LinkSpec, fit_source: str) -> dict:

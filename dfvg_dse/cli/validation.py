@@ -104,6 +104,7 @@ def _core_record(fit, drafts: bool) -> dict:
     return {"eta_compute": device.eta_compute, "bandwidth_gb_s": device.main_memory.bandwidth_bytes_per_s / 1e9,
             "forward_overhead_us": device.forward_overhead_s * 1e6, "layer_overhead_us": device.layer_overhead_s * 1e6,
             "multi_row_bandwidth": device.multi_row_bandwidth_fraction, "overlap": device.compute_memory_overlap,
+            "linear_row_ratios": list(device.linear_row_ratios),
             # only the draft core drafts: the verify core's round overhead is not fitted
             "draft_round_overhead_us": device.draft_round_overhead_s * 1e6 if drafts else None,
             "rms_error": fit.rms_relative_error, "max_error": fit.max_relative_error}

@@ -59,6 +59,14 @@ def engine_roofline(model: ModelSpec, device: DeviceSpec, work: ForwardWork, eng
     return RooflineTime(roof + overhead, compute, memory, overhead, bound)
 
 
+def linear_row_ratio(ratios: tuple[float, ...], rows) -> np.ndarray:
+    """The measured time of the linear layers over `rows` rows as a multiple of one row's
+    (DeviceSpec.linear_row_ratios); past the table, whole blocks of its last row count and the rest."""
+    table = np.concatenate([[0.0], ratios])
+    blocks, rest = np.divmod(np.rint(np.asarray(rows, dtype=float)).astype(np.int64), len(ratios))
+    return blocks * table[-1] + table[rest]
+
+
 def processor_forward_cost(model: ModelSpec, device: DeviceSpec, n_tokens, context_tokens, batch=1,
                            tree_pairs=None, attention_efficiency: float = 1.0) -> ForwardCost:
     """Time of one forward of n new tokens at context c and batch b on a GPU or CPU, in seconds."""
@@ -66,11 +74,16 @@ def processor_forward_cost(model: ModelSpec, device: DeviceSpec, n_tokens, conte
     if device.engine is not None:  # a fitted engine profile replaces the roofline's efficiencies
         return forward_cost(engine_roofline(model, device, work, device.engine), work.flops, work.bytes)
     peak = device.peak_for(model.compute_dtype) * device.eta_compute
-    compute = work.linear_flops / peak + work.attention_flops / (peak * attention_efficiency)
+    # measured row ratios time the linear layers whole (their products included): compute is attention's
+    linear_compute = 0.0 if device.linear_row_ratios else work.linear_flops / peak
+    compute = linear_compute + work.attention_flops / (peak * attention_efficiency)
     rows = np.asarray(n_tokens) * np.asarray(batch)
-    bandwidth = device.main_memory.achieved_bandwidth_bytes_per_s * np.where(rows > 1, device.multi_row_bandwidth_fraction,
-                                                                             1.0)
-    memory = work.bytes / bandwidth
+    bandwidth = device.main_memory.achieved_bandwidth_bytes_per_s
+    if device.linear_row_ratios:
+        memory = (work.weight_bytes * linear_row_ratio(device.linear_row_ratios, rows)
+                  + work.kv_read_bytes + work.kv_write_bytes) / bandwidth
+    else:
+        memory = work.bytes / (bandwidth * np.where(rows > 1, device.multi_row_bandwidth_fraction, 1.0))
     overhead = device.forward_overhead_s + model.n_layers * device.layer_overhead_s
     roof = roofline_time(compute, memory, np.broadcast_to(overhead, np.shape(compute)), device.compute_memory_overlap)
     return forward_cost(roof, work.flops, work.bytes)

@@ -1,5 +1,5 @@
 """Microbenchmarks of this machine for issue 7's calibration: the one-way time of the pipe between
-two pinned processes and the nominal peak of a core. Stage times come from real decoding in the
+two pinned processes, the nominal peak of a core, and a model's linear layers at 1-16 rows. Stage times come from real decoding in the
 stage processes (traces and autoregressive step times). Measurement only: fitting them to the
 cost model is the analytical side's job."""
 
@@ -10,7 +10,10 @@ import os
 import statistics
 import time
 
-from dfvg_dse.reference.stages import ignore_interrupts, interrupts_deferred, spawning_quietly
+import numpy as np
+
+from dfvg_dse.reference.stages import ignore_interrupts, interrupts_deferred, single_threaded_environment, spawning_quietly
+from dfvg_dse.reference.tiny_lm import _linear
 
 
 def _receive(conn, spin: bool) -> bytes:
@@ -80,3 +83,54 @@ def core_peak_fp32_flops_per_s() -> tuple[float, float, str]:
     peak = clock * lanes * 2 * (2 if fma else 1)  # two vector pipes; an FMA is two flops
     return peak, clock, (f"/proc/cpuinfo: {clock / 1e9:.2f} GHz x {lanes} fp32 lanes x 2 pipes"
                   f"{' x 2 flop per FMA' if fma else ''} = {peak / 1e9:.1f} GFLOP/s per core")
+
+
+LINEAR_ROWS = 16  # row counts measured: every verify and draft level of issue 7's configurations fits
+
+
+def _linear_pass(weights, x_by_width: dict) -> None:
+    for layer in weights.layers:
+        for matrix, bias in ((layer.qkv, layer.qkv_bias), (layer.out, layer.out_bias), (layer.up, layer.up_bias),
+                             (layer.down, layer.down_bias)):
+            _linear(x_by_width[matrix.shape[0]], matrix, bias)
+    _linear(x_by_width[weights.head.shape[0]], weights.head, None)
+
+
+def _time_linears(weights, max_rows: int, repeats: int, cpu, conn) -> None:
+    ignore_interrupts()
+    if cpu is not None:
+        os.sched_setaffinity(0, {cpu})
+    rng = np.random.default_rng(0)
+    widths = {m.shape[0] for layer in weights.layers for m in (layer.qkv, layer.out, layer.up, layer.down)}
+    widths.add(weights.head.shape[0])
+    dtype = weights.head.dtype
+    times = {rows: [] for rows in range(1, max_rows + 1)}
+    for _ in range(repeats):  # interleaved: a slow moment of the machine spreads over every row count
+        for rows in times:
+            x = {w: rng.standard_normal((rows, w)).astype(dtype) for w in widths}
+            start = time.perf_counter()
+            _linear_pass(weights, x)
+            times[rows].append(time.perf_counter() - start)
+    conn.send([statistics.median(times[rows]) for rows in sorted(times)])
+    conn.close()
+
+
+def linear_row_times(weights, max_rows: int = LINEAR_ROWS, repeats: int = 15, cpu: int | None = None) -> list[float]:
+    """Median seconds of every linear layer of a model (the reference engine's own `_linear`, the
+    packed matrices) over inputs of 1..max_rows rows, in a single-threaded process pinned to `cpu`:
+    how BLAS's small-matrix kernels scale with rows on this core (OpenBLAS's differ per row count:
+    here 3 rows took 1.2x as long as 4). Measurement only."""
+    context = multiprocessing.get_context("spawn")
+    mine, theirs = context.Pipe()
+    with single_threaded_environment(), spawning_quietly():
+        child = context.Process(target=_time_linears, args=(weights, max_rows, repeats, cpu, theirs), daemon=True)
+        child.start()
+    theirs.close()
+    try:
+        return mine.recv()
+    finally:
+        with interrupts_deferred():
+            child.join(timeout=5)
+            if child.is_alive():
+                child.kill()
+                child.join()

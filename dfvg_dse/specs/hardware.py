@@ -212,6 +212,7 @@ PEAK_FALLBACKS = {
     "fp32": ("fp32",),
 }
 MEMORY_TIERS = ("hbm", "gddr", "ddr")
+MAX_LINEAR_ROWS = 64  # entries of DeviceSpec.linear_row_ratios
 
 
 @dataclass(frozen=True)
@@ -310,6 +311,11 @@ class DeviceSpec:
     # Achieved memory bandwidth of a forward over two or more rows, as a fraction of the one-row
     # figure: BLAS streams weights best in its one-row (gemv) path (issue 7's calibration).
     multi_row_bandwidth_fraction: float = 1.0
+    # Time of a forward's linear layers over n = 1, 2, ... rows as a multiple of one row's, measured
+    # on this core (issue 7's calibration: BLAS's small-matrix kernels differ per row count, 3 rows
+    # slower than 4); weight streaming scales by it in place of multi_row_bandwidth_fraction, and
+    # past its end a forward is whole blocks of its last row count. Empty: not measured.
+    linear_row_ratios: tuple[float, ...] = ()
     # Fixed work of one drafting round on this device besides its per-level forwards: taking the
     # verdict and re-ingesting accepted tokens it has not cached (issue 7's calibration).
     draft_round_overhead_s: float = 0.0
@@ -346,6 +352,12 @@ class DeviceSpec:
             raise SpecError("overlap", self.compute_memory_overlap, "must be a fraction in [0, 1]")
         if not 0.0 < self.multi_row_bandwidth_fraction <= 1.0:
             raise SpecError("multi_row_bandwidth", self.multi_row_bandwidth_fraction, "must be a fraction in (0, 1]")
+        ratios = self.linear_row_ratios
+        if ratios and not (len(ratios) <= MAX_LINEAR_ROWS and ratios[0] == 1.0
+                           and all(isinstance(r, float) and math.isfinite(r) and 0.0 < r <= 4.0 * n
+                                   for n, r in enumerate(ratios, 1))):
+            raise SpecError("linear_row_ratios", list(ratios), f"up to {MAX_LINEAR_ROWS} numbers, the first 1.0, "
+                            "the n-th in (0, 4n]")
         _require_positive(self, "tdp_w", "decode_power_w")
         if self.decode_power_w > self.tdp_w:
             raise SpecError("decode_power", self.decode_power_w, f"must be <= tdp ({self.tdp_w} W)")

@@ -121,15 +121,18 @@ def core_bound_issues(fit: str, parameters, values: dict) -> list[FitIssue]:
     return issues
 
 
-def core_device(name: str, peak_flops_per_s: float, values: dict, source: str) -> DeviceSpec:
-    """One core as a cpu DeviceSpec with the given fitted values (CORE_PARAMETERS names)."""
+def core_device(name: str, peak_flops_per_s: float, values: dict, source: str,
+                linear_row_ratios: tuple[float, ...] = ()) -> DeviceSpec:
+    """One core as a cpu DeviceSpec with the given fitted values (CORE_PARAMETERS names) and, where
+    measured, its linear layers' time per row count (then without a multi-row bandwidth fraction)."""
     return DeviceSpec(name=name, kind="cpu", peak_flops_per_s=(("fp32", peak_flops_per_s),),
                       memory=(MemoryTier("ddr", CORE_MEMORY_BYTES, values["bandwidth_bytes_per_s"], 1.0),),
                       eta_compute=values["eta_compute"], layer_overhead_s=values["layer_overhead_s"],
                       forward_overhead_s=values["forward_overhead_s"], tdp_w=CORE_POWER_W,
                       decode_power_w=CORE_POWER_W, idle_power_w=0.0, cores=1, source=source,
                       compute_memory_overlap=values["compute_memory_overlap"],
-                      multi_row_bandwidth_fraction=values["multi_row_bandwidth_fraction"],
+                      multi_row_bandwidth_fraction=values.get("multi_row_bandwidth_fraction", 1.0),
+                      linear_row_ratios=tuple(linear_row_ratios),
                       draft_round_overhead_s=values.get("draft_round_overhead_s", 0.0))
 
 
@@ -173,24 +176,33 @@ def _predict(device: DeviceSpec, spec: ModelSpec, records: list[dict]) -> np.nda
     return out
 
 
-def fit_core(records: list[dict], spec: ModelSpec, peak_flops_per_s: float, name: str, source: str) -> CoreFit:
-    """Fit CORE_PARAMETERS to one model's stage records, least squares on relative error weighted
-    by how many operations each median stands for."""
+def core_parameters(drafting: bool, measured_rows: bool) -> tuple:
+    """The CORE_PARAMETERS one fit determines: the draft round overhead only on a draft core, the
+    multi-row bandwidth fraction only where the linear layers' row ratios were not measured."""
+    return tuple(p for p in CORE_PARAMETERS
+                 if (drafting or p[0] != "draft_round_overhead_s")
+                 and not (measured_rows and p[0] == "multi_row_bandwidth_fraction"))
+
+
+def fit_core(records: list[dict], spec: ModelSpec, peak_flops_per_s: float, name: str, source: str,
+             linear_row_ratios: tuple[float, ...] = ()) -> CoreFit:
+    """Fit the core's parameters to one model's stage records, least squares on relative error
+    weighted by how many operations each median stands for; `linear_row_ratios` (measured) held."""
     measured = np.array([r["seconds"] for r in records])
     weight = np.sqrt(np.array([r.get("count", 1) for r in records], dtype=float))
     drafting = any("widths" in r for r in records)
-    parameters = CORE_PARAMETERS if drafting else CORE_PARAMETERS[:-1]
+    parameters = core_parameters(drafting, bool(linear_row_ratios))
     names = [p[0] for p in parameters]
 
     def residual(x):
-        device = core_device(name, peak_flops_per_s, dict(zip(names, x)), source)
+        device = core_device(name, peak_flops_per_s, dict(zip(names, x)), source, linear_row_ratios)
         return weight * (_predict(device, spec, records) / measured - 1.0)
 
     lower, upper, start = (np.array([p[i] for p in parameters]) for i in (1, 2, 3))
     scale = np.where(start > 0, start, 1.0)
     solution = least_squares(lambda z: residual(z * scale), start / scale, bounds=(lower / scale, upper / scale))
     values = dict(zip(names, solution.x * scale))
-    device = core_device(name, peak_flops_per_s, values, source)
+    device = core_device(name, peak_flops_per_s, values, source, linear_row_ratios)
     predicted = _predict(device, spec, records)
     errors = predicted / measured - 1.0
     rows = tuple({**{k: (list(v) if isinstance(v, tuple) else v) for k, v in r.items() if k != "seconds"},

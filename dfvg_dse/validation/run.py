@@ -15,6 +15,7 @@ functions take `progress(done, total, step)`, called before each step (done coun
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 from typing import Callable
 
@@ -25,7 +26,7 @@ from dfvg_dse.acceptance.bursty import fit_bursty, simulate_rounds
 from dfvg_dse.costs.processor import processor_forward_cost
 from dfvg_dse.costs.stages import tree_draft_time_s
 from dfvg_dse.reference import Model, Sampling
-from dfvg_dse.reference.microbench import core_peak_fp32_flops_per_s, pipe_times
+from dfvg_dse.reference.microbench import core_peak_fp32_flops_per_s, linear_row_times, pipe_times
 from dfvg_dse.reference.teacher import teacher_forced_acceptance
 from dfvg_dse.reference.stages import Job, RunResult, TwoStageRuntime
 from dfvg_dse.specs import AcceptanceProfile, AcceptanceTrace, DeviceSpec, ModelSpec
@@ -191,13 +192,16 @@ def sampled_extra_s(runs: list[RunResult], lengths: list[int], specs: dict[str, 
 
 
 def fit_runs(runs: dict[str, list[RunResult]], lengths: list[int], specs: dict[str, ModelSpec], peak: float,
-             source: str) -> RunFits:
+             source: str, row_ratios: dict[str, tuple[float, ...]] | None = None) -> RunFits:
     """Both cores, both profiles and sampling's extra work from calibration runs (name -> one
-    RunResult per prompt)."""
+    RunResult per prompt); `row_ratios` (target, draft) the measured linear-layer row ratios."""
+    row_ratios = row_ratios or {}
     greedy = [r for spec in CALIBRATION_TREES for r in runs[spec]]
     records = stage_records(runs["ar"] + greedy, lengths * (1 + len(CALIBRATION_TREES)))
-    target = fit_core([r for r in records if r["model"] == "target"], specs["target"], peak, "local-core-0", source)
-    draft = fit_core([r for r in records if r["model"] == "draft"], specs["draft"], peak, "local-core-1", source)
+    target = fit_core([r for r in records if r["model"] == "target"], specs["target"], peak, "local-core-0", source,
+                      row_ratios.get("target", ()))
+    draft = fit_core([r for r in records if r["model"] == "draft"], specs["draft"], peak, "local-core-1", source,
+                     row_ratios.get("draft", ()))
     traces = [record for r in greedy for record in r.trace]
     sampled = [record for r in runs["sampled"] for record in r.trace]
     greedy_fit = fit_acceptance(traces, "reference/greedy", source)
@@ -208,8 +212,21 @@ def fit_runs(runs: dict[str, list[RunResult]], lengths: list[int], specs: dict[s
 
 
 def calibration_steps(prompts: int) -> int:
-    """Progress steps of `calibrate`: warm-up, every calibration run, the pipe, the fits and traces."""
-    return 1 + prompts * len(calibration_jobs((0,), 0)) + 2
+    """Progress steps of `calibrate`: warm-up, every calibration run, the linear layers, the pipe,
+    the fits and traces."""
+    return 1 + prompts * len(calibration_jobs((0,), 0)) + 3
+
+
+def measure_row_ratios(target: Model, draft: Model, quick: bool) -> dict[str, tuple[float, ...]]:
+    """Each model's linear layers at 1..LINEAR_ROWS rows on the core its stage runs on (verify on the
+    first, draft on the second, as TwoStageRuntime pins them), as multiples of one row's time."""
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    out = {}
+    for index, (role, model) in enumerate((("target", target), ("draft", draft))):
+        seconds = linear_row_times(model.weights, repeats=9 if quick else 25,
+                                   cpu=cpus[index] if len(cpus) >= 2 else None)
+        out[role] = tuple(float(s / seconds[0]) for s in seconds)
+    return out
 
 
 def calibrate(target: Model, draft: Model, specs: dict[str, ModelSpec], prompts: list[tuple[int, ...]], quick: bool,
@@ -225,11 +242,13 @@ def calibrate(target: Model, draft: Model, specs: dict[str, ModelSpec], prompts:
                 step(f"prompt {index + 1}/{len(prompts)} {name}")
                 runs.setdefault(name, []).append(runtime.run(job))
     source = f"dfvg-dse calibrate {stamp}, {len(prompts)} calibration prompts"
+    step("linear layers at 1-16 rows")
+    row_ratios = measure_row_ratios(target, draft, quick)
     step("pipe")
     pipe = measure_pipe(quick, source)
     peak, clock, peak_source = core_peak_fp32_flops_per_s()
     step("fits and teacher-forced traces")
-    fits = fit_runs(runs, [len(p) for p in prompts], specs, peak, source)
+    fits = fit_runs(runs, [len(p) for p in prompts], specs, peak, source, row_ratios)
     profiles = with_traces(target, draft, prompts, fits.greedy_profile, fits.sampled_profile, 0, source)
     return Calibration(fits.target_fit, fits.draft_fit, with_messages(pipe, runs), *profiles, peak, clock, peak_source,
                        fits.sampled_extra_s, fits.issues)
@@ -264,7 +283,9 @@ def validate(target: Model, draft: Model, parts: Parts, cases: list[Case], promp
     source = f"calibration runs interleaved with the validation runs, {stamp}"
     step("fits and teacher-forced traces")
     fits = fit_runs(window, [len(p) for p in prompts], {"target": parts.target, "draft": parts.draft},
-                    calibration.peak_flops_per_s, source)
+                    calibration.peak_flops_per_s, source,
+                    {"target": calibration.target_fit.device.linear_row_ratios,
+                     "draft": calibration.draft_fit.device.linear_row_ratios})
     greedy, sampled = with_traces(target, draft, prompts, fits.greedy_profile, fits.sampled_profile, 1000, source)
     pipe = dataclasses.replace(calibration.link, issues=())  # the calibration's pipe, whose issues it reports
     fit = Window(fits.target_fit, fits.draft_fit, with_messages(pipe, window), fits.issues)

@@ -159,6 +159,9 @@ def test_a_suspect_pipe_is_measured_once_more(monkeypatch):
 VERIFY_TRUTH = dict(TRUE, bandwidth_bytes_per_s=1.2e10)
 DRAFT_TRUTH = dict(TRUE, draft_round_overhead_s=1e-4)
 GAP_S = 5e-5  # between the stages: above the pipe's 8 us, so a per-message overhead is measured
+# the linear layers' time per row count on each core (uneven, as OpenBLAS's kernels make it)
+ROW_RATIOS = {"target": (1.0, 1.8, 2.56, 1.94, 2.4, 2.57, 3.03, 2.45),
+              "draft": (1.0, 2.59, 3.48, 2.3, 3.46, 3.55, 4.57, 3.35)}
 
 
 class FakeRuntime:
@@ -168,8 +171,8 @@ class FakeRuntime:
 
     def __init__(self, target, draft=None, *args, **kwargs):
         self.target, self.draft = target.config.spec, draft.config.spec
-        self.verify = core_device("truth-0", PEAK, VERIFY_TRUTH, "t")
-        self.drafter = core_device("truth-1", PEAK, DRAFT_TRUTH, "t")
+        self.verify = core_device("truth-0", PEAK, VERIFY_TRUTH, "t", ROW_RATIOS["target"])
+        self.drafter = core_device("truth-1", PEAK, DRAFT_TRUTH, "t", ROW_RATIOS["draft"])
 
     def __enter__(self):
         return self
@@ -216,6 +219,7 @@ class FakeRuntime:
 def synthetic(monkeypatch):
     """Stage processes and teacher-forced traces replaced; the pipe measured by `pipes`."""
     monkeypatch.setattr(run, "TwoStageRuntime", FakeRuntime)
+    monkeypatch.setattr(run, "measure_row_ratios", lambda target, draft, quick: ROW_RATIOS)
     monkeypatch.setattr(run, "with_traces", lambda target, draft, prompts, greedy, sampled, seed, source:
                         (greedy, sampled))
 
@@ -240,10 +244,14 @@ def test_progress_is_called_once_per_step(synthetic):
     seen = []
     result = run.calibrate(*pair, specs, prompts, True, "now", lambda *call: seen.append(call))
     total = run.calibration_steps(len(prompts))
-    assert total == 1 + len(prompts) * 6 + 2
+    assert total == 1 + len(prompts) * 6 + 3
     assert [s[:2] for s in seen] == [(i, total) for i in range(1, total + 1)]
     assert seen[1][2] == "prompt 1/2 ar" and all(isinstance(s[2], str) and s[2] for s in seen)
     assert not any(i.suspect for i in result.issues)
+    # the measured row ratios reach both fitted cores, and with them the fit finds the true bandwidth
+    assert result.target_fit.device.linear_row_ratios == ROW_RATIOS["target"]
+    assert result.draft_fit.device.linear_row_ratios == ROW_RATIOS["draft"]
+    assert result.target_fit.device.main_memory.bandwidth_bytes_per_s == pytest.approx(1.2e10, rel=0.05)
     seen.clear()
     profile = result.greedy_profile
     parts = run.Parts(TARGET, draft, result.target_fit.device, result.draft_fit.device, result.link.link, profile,
