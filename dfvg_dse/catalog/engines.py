@@ -15,7 +15,7 @@ from dfvg_dse.specs.engines import CLASSES, EngineProfile, KernelEfficiency
 from dfvg_dse.specs.hardware import SpecError
 
 FIELDS = ("name", "display_name", "source", "tag", "fitted", "fp16_accumulate", "forward_overhead_us",
-          "layer_overhead_us", "sharpness", "attention_efficiency", "half_rows", "kernels", "device_scales")
+          "layer_overhead_us", "sequence_overhead_us", "sharpness", "attention_efficiency", "half_rows", "kernels", "device_scales")
 US = 1e-6
 
 
@@ -70,6 +70,7 @@ def parse_engine(path: Path, data: dict) -> EngineProfile:
             _number(path, "sharpness", data.get("sharpness", _MISSING)),
             attention_efficiency=_number(path, "attention_efficiency", data.get("attention_efficiency", 1.0)),
             half_rows=_number(path, "half_rows", data.get("half_rows", 0.0)),
+            sequence_overhead_s=_number(path, "sequence_overhead_us", data.get("sequence_overhead_us", 0.0)) * US,
             fp16_accumulate=accumulate["value"], device_scales=tuple(scales), source=data["source"])
     except SpecError as err:
         raise DataError(path, err.field, err.value, err.allowed) from None
@@ -84,6 +85,7 @@ def engine_document(profile: EngineProfile, display_name: str, fitted: dict, acc
             "fitted": fitted,
             "fp16_accumulate": {"value": profile.fp16_accumulate, "source": accumulate_source},
             "forward_overhead_us": r(profile.forward_overhead_s / US), "layer_overhead_us": r(profile.layer_overhead_s / US),
+            "sequence_overhead_us": r(profile.sequence_overhead_s / US),
             "sharpness": r(profile.sharpness), "attention_efficiency": r(profile.attention_efficiency),
             "half_rows": r(profile.half_rows),
             "kernels": {k.weight_class: {"bandwidth_efficiency": r(k.bandwidth_efficiency),

@@ -38,7 +38,8 @@ def engine_rates(model: ModelSpec, device: DeviceSpec, engine: EngineProfile) ->
             device.main_memory.bandwidth_bytes_per_s * min(1.0, kernel.bandwidth_efficiency * m_scale))
 
 
-def engine_roofline(model: ModelSpec, device: DeviceSpec, work: ForwardWork, engine: EngineProfile) -> RooflineTime:
+def engine_roofline(model: ModelSpec, device: DeviceSpec, work: ForwardWork, engine: EngineProfile,
+                    batch=1) -> RooflineTime:
     """A forward under an engine profile (docs/engines.md), per operator: the GEMMs (their FLOPs
     against the weight bytes, at the weight class's kernels) and attention (its FLOPs against the KV
     bytes) each a smooth roofline; they run one after the other, so their times add."""
@@ -51,8 +52,8 @@ def engine_roofline(model: ModelSpec, device: DeviceSpec, work: ForwardWork, eng
     weights = smooth_roofline_time(work.linear_flops / gemm, work.weight_bytes / weight_bandwidth, 0.0, engine.sharpness)
     attention = smooth_roofline_time(work.attention_flops / (gemm * engine.attention_efficiency),
                                      (work.kv_read_bytes + work.kv_write_bytes) / kv_bandwidth, 0.0, engine.sharpness)
-    overhead = np.broadcast_to(engine.forward_overhead_s + model.n_layers * engine.layer_overhead_s,
-                               np.shape(weights.time_s))
+    overhead = np.broadcast_to(engine.forward_overhead_s + model.n_layers * engine.layer_overhead_s
+                               + np.asarray(batch) * engine.sequence_overhead_s, np.shape(weights.time_s))
     compute, memory = weights.compute_time_s + attention.compute_time_s, weights.memory_time_s + attention.memory_time_s
     roof = weights.time_s + attention.time_s
     bound = np.where(overhead > roof, OVERHEAD, np.where(compute >= memory, COMPUTE, MEMORY)).astype(np.int8)
@@ -72,7 +73,7 @@ def processor_forward_cost(model: ModelSpec, device: DeviceSpec, n_tokens, conte
     """Time of one forward of n new tokens at context c and batch b on a GPU or CPU, in seconds."""
     work = forward_work(model, n_tokens, context_tokens, batch, tree_pairs)
     if device.engine is not None:  # a fitted engine profile replaces the roofline's efficiencies
-        return forward_cost(engine_roofline(model, device, work, device.engine), work.flops, work.bytes)
+        return forward_cost(engine_roofline(model, device, work, device.engine, batch), work.flops, work.bytes)
     peak = device.peak_for(model.compute_dtype) * device.eta_compute
     # measured row ratios time the linear layers whole (their products included): compute is attention's
     linear_compute = 0.0 if device.linear_row_ratios else work.linear_flops / peak

@@ -4,11 +4,13 @@ The roofline alone gives every engine the same efficiencies and a hard corner be
 and compute-bound regimes. A profile replaces them, for one engine on GPUs, with parameters fitted
 to published forward measurements (hwdb/measurements, dfvg_dse/validation/engines.py):
 
-    t = (T_c^p + T_m^p)^(1/p) + t_forward + L x t_layer
+    t = (T_c^p + T_m^p)^(1/p) + t_forward + L x t_layer + b x t_sequence
 
 with T_c = FLOPs / (peak(dtype) x eta_c[dtype] x M / (M + M_half)) (M = GEMM rows, new tokens x batch) and T_m = weight bytes / (bandwidth x eta_m[dtype])
 + KV bytes / (bandwidth x eta_m[16-bit]); p (the transition's sharpness) bends the corner as measured
-t(n) curves do (p -> infinity is the plain max). Weight bytes count the group scales of quantised
+t(n) curves do (p -> infinity is the plain max); t_sequence is the engine's work per sequence of a
+batch of b on every step (sampling, scheduling, the host's bookkeeping), which a verify of many
+tokens of one sequence pays once. Weight bytes count the group scales of quantised
 weights (`scale_bytes` per group of `group_size` values).
 """
 
@@ -66,6 +68,7 @@ class EngineProfile:
     sharpness: float
     attention_efficiency: float = 1.0  # attention FLOPs run at this fraction of the GEMMs' rate
     half_rows: float = 0.0  # GEMMs of M rows reach M / (M + half_rows) of the kernels' compute efficiency
+    sequence_overhead_s: float = 0.0  # per sequence of the batch, per forward
     fp16_accumulate: bool = False  # 16-bit GEMMs accumulate in FP16 (GeForce: twice the FP32-accumulate rate)
     device_scales: tuple[tuple[str, float, float], ...] = ()  # (device class, compute, bandwidth factor)
     source: str = ""
@@ -75,7 +78,7 @@ class EngineProfile:
             raise SpecError("kernels", [k.weight_class for k in self.kernels], "a profile needs the 16bit kernels")
         if len({k.weight_class for k in self.kernels}) != len(self.kernels):
             raise SpecError("kernels", [k.weight_class for k in self.kernels], "each weight class once")
-        for name in ("forward_overhead_s", "layer_overhead_s"):
+        for name in ("forward_overhead_s", "layer_overhead_s", "sequence_overhead_s"):
             value = getattr(self, name)
             if not (isinstance(value, float) and math.isfinite(value) and 0.0 <= value <= MAX_OVERHEAD_S):
                 raise SpecError(name, value, f"must be in [0, {MAX_OVERHEAD_S:g}] s")

@@ -31,13 +31,14 @@ POOLED = "pooled"  # the profile of an engine with no rows: every engine's rows 
 ETA_BOUNDS = (0.02, 1.0)
 FORWARD_BOUNDS = (1e-7, 0.05)
 LAYER_BOUNDS = (1e-8, 2e-3)
+SEQUENCE_BOUNDS = (1e-9, 2e-3)
 SHARPNESS_BOUNDS = (1.0, 64.0)
 SCALE_BOUNDS = (0.1, 10.0)  # a device class's factor on the efficiencies (1: none)
 PRIOR_SCALE = 1.0  # engine vs pooled, in log units
 # weak prior of the pooled profile toward the roofline's defaults (hwdb/defaults.toml), so a class
 # nobody measured stays near them instead of wandering: (eta_c, eta_m, t_forward, t_layer, p, eta_attn,
-# half_rows: the GEMM rows at which a kernel reaches half its efficiency)
-POOLED_PRIOR = (0.5, 0.78, 20e-6, 4e-6, 4.0, 0.5, 16.0)
+# half_rows: the GEMM rows at which a kernel reaches half its efficiency, t_sequence)
+POOLED_PRIOR = (0.5, 0.78, 20e-6, 4e-6, 4.0, 0.5, 16.0, 1e-6)
 HALF_ROWS_BOUNDS = (0.01, 4096.0)
 POOLED_PRIOR_SCALE = 10.0
 LOSS_SCALE = 0.1  # soft-L1: rows off by more than ~10% count linearly, not quadratically
@@ -57,6 +58,7 @@ class Features:
     bandwidth_bytes_per_s: np.ndarray
     n_layers: np.ndarray
     rows: np.ndarray  # GEMM rows of the forward: new tokens x batch
+    batch: np.ndarray  # sequences of the forward
     count: np.ndarray
     row: np.ndarray
     weight_class: tuple[str, ...]
@@ -77,7 +79,7 @@ def features(rows: list[ForwardMeasurement], models: dict[str, ModelSpec], devic
     """The terms of every row (models and devices by name, devices without an engine);
     `fp16_accumulate`: the engines whose 16-bit GEMMs accumulate in FP16 (hwdb/engines.toml)."""
     cols: dict[str, list] = {k: [] for k in ("linear", "attention", "weight", "kv", "peak", "bw", "layers", "gemm_rows",
-                                             "count", "row")}
+                                             "batch", "count", "row")}
     for i, row in enumerate(rows):
         model, device = row_model(models[row.model], row), devices[row.device]
         peak = engine_peak_flops_per_s(device, model.compute_dtype, row.engine in fp16_accumulate)
@@ -86,11 +88,12 @@ def features(rows: list[ForwardMeasurement], models: dict[str, ModelSpec], devic
             for key, value in (("linear", work.linear_flops), ("attention", work.attention_flops),
                                ("weight", work.weight_bytes), ("kv", work.kv_read_bytes + work.kv_write_bytes),
                                ("peak", peak), ("bw", device.main_memory.bandwidth_bytes_per_s),
-                               ("layers", model.n_layers), ("gemm_rows", n * row.batch), ("count", count), ("row", i)):
+                               ("layers", model.n_layers), ("gemm_rows", n * row.batch), ("batch", row.batch), ("count", count),
+                               ("row", i)):
                 cols[key].append(float(value))
     a = {k: np.array(v, dtype=float) for k, v in cols.items()}
     return Features(a["linear"], a["attention"], a["weight"], a["kv"], a["peak"], a["bw"], a["layers"], a["gemm_rows"],
-                    a["count"],
+                    a["batch"], a["count"],
                     a["row"].astype(int), tuple(weight_class(r.dtype) for r in rows),
                     tuple(weight_class(r.kv_dtype) for r in rows), tuple(devices[r.device].device_class for r in rows),
                     tuple(r.engine for r in rows), tuple(r.source for r in rows),
@@ -104,7 +107,7 @@ def _take(f: Features, rows: np.ndarray) -> Features:
     renumber[keep] = np.arange(len(keep))
     parts = rows[f.row]
     per_part = {k: getattr(f, k)[parts] for k in ("linear_flops", "attention_flops", "weight_bytes", "kv_bytes", "peak_flops_per_s",
-                                                   "bandwidth_bytes_per_s", "n_layers", "rows", "count")}
+                                                   "bandwidth_bytes_per_s", "n_layers", "rows", "batch", "count")}
     per_row = {k: tuple(getattr(f, k)[i] for i in keep) for k in ("weight_class", "kv_class", "device_class",
                                                                    "engine", "source")}
     return Features(**per_part, row=renumber[f.row[parts]], measured_s=f.measured_s[keep], **per_row)
@@ -115,7 +118,7 @@ class _Layout:
     classes' (eta_c, eta_m), t_forward, t_layer, p, then per device class a (compute, bandwidth)
     scale — all as logs."""
 
-    NAMES = ("t_forward", "t_layer", "p", "eta_attn", "half_rows")
+    NAMES = ("t_forward", "t_layer", "p", "eta_attn", "half_rows", "t_sequence")
 
     def __init__(self, engines: tuple[str, ...], classes: tuple[str, ...], device_classes: tuple[str, ...]):
         self.engines, self.classes, self.device_classes = engines, classes, device_classes
@@ -135,14 +138,15 @@ class _Layout:
 
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
         one = [ETA_BOUNDS] * (2 * len(self.classes)) + [FORWARD_BOUNDS, LAYER_BOUNDS, SHARPNESS_BOUNDS, ETA_BOUNDS,
-                                                        HALF_ROWS_BOUNDS] \
+                                                        HALF_ROWS_BOUNDS, SEQUENCE_BOUNDS] \
             + [SCALE_BOUNDS] * (2 * len(self.device_classes))
         lo, hi = zip(*(one * len(self.groups)))
         return np.log(lo), np.log(hi)
 
     def start(self) -> np.ndarray:
-        eta_c, eta_m, fwd, layer, p, attn, half = POOLED_PRIOR
-        one = [np.log(eta_c), np.log(eta_m)] * len(self.classes) + [np.log(x) for x in (fwd, layer, p, attn, half)] \
+        eta_c, eta_m, fwd, layer, p, attn, half, sequence = POOLED_PRIOR
+        one = [np.log(eta_c), np.log(eta_m)] * len(self.classes) \
+            + [np.log(x) for x in (fwd, layer, p, attn, half, sequence)] \
             + [0.0] * (2 * len(self.device_classes))
         return np.array(one * len(self.groups))
 
@@ -177,7 +181,7 @@ def _predict(z: np.ndarray, f: Features, at: dict[str, np.ndarray]) -> np.ndarra
     weights = _smooth_max(f.linear_flops / gemm, f.weight_bytes / (f.bandwidth_bytes_per_s * eta_m), p)
     attention = _smooth_max(f.attention_flops / (gemm * np.minimum(1.0, per_part["eta_attn"])),
                             f.kv_bytes / (f.bandwidth_bytes_per_s * eta_kv), p)
-    part = weights + attention + per_part["t_forward"] + f.n_layers * per_part["t_layer"]
+    part = weights + attention + per_part["t_forward"] + f.n_layers * per_part["t_layer"] + f.batch * per_part["t_sequence"]
     return np.bincount(f.row, weights=part * f.count, minlength=len(f.measured_s))
 
 
@@ -232,6 +236,7 @@ class EngineFit:
                              float(np.clip(v[lay.index(group, "p")], *SHARPNESS_BOUNDS)),
                              attention_efficiency=float(min(1.0, v[lay.index(group, "eta_attn")])),
                              half_rows=float(v[lay.index(group, "half_rows")]),
+                             sequence_overhead_s=float(v[lay.index(group, "t_sequence")]),
                              fp16_accumulate=fp16_accumulate, device_scales=scales, source=source)
 
 

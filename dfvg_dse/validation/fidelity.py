@@ -17,11 +17,13 @@ from dfvg_dse.specs.engines import EngineProfile
 from dfvg_dse.specs.measurements import ForwardMeasurement, MeasurementSource, SpeculativeResult
 from dfvg_dse.validation.engines import POOLED, EngineFit, features, fit_engines, leave_one_source_out
 
-# TODO(issue 14): the budgets below are not met yet (docs/engines.md, "Where it stands"): add a second
-# source per engine (llama.cpp's CUDA scoreboard, vLLM's and SGLang's own benchmark tables), forward
-# rows of 8-128 GEMM rows at batch 1 from `calibrate --torch-device cuda:0` on a real GPU (the regime
-# of tree verification, where the fit's p ~ 1 over-prices verifies), and Hugging Face eager rows for
-# an `hf` profile (Spec-Bench, EAGLE and Sequoia timed with it); then refit and re-measure.
+# TODO(issue 14): the budgets below are not met yet (docs/engines.md, "Where it stands"): prefill
+# (the XiongjieDai H100 PCIe / L40S llama.cpp rows have no second source of their device classes;
+# vLLM's prefills one source), the 90th percentile, and the speculative speedups (all Hugging Face
+# eager: an `hf` profile needs several HF eager sources — one row, Sequoia's 24.2 ms/token, hurt the
+# pooled profile when fitted alone — and perhaps a looser prior for an outlier engine). Next data:
+# forward rows of 8-128 GEMM rows at batch 1 from `calibrate --torch-device cuda:0` on a real GPU
+# (the regime of tree verification, where the fit's p ~ 1 over-prices verifies).
 # Budgets of issue 14 ("Must show"), leave-one-source-out
 FORWARD_MEDIAN_BUDGET = 0.10
 FORWARD_P90_BUDGET = 0.25

@@ -39,6 +39,7 @@ def test_group_scales_add_bytes_per_weight(catalog):
 
 
 @pytest.mark.parametrize("field, value", [("forward_overhead_s", -1e-6), ("layer_overhead_s", 1.0),
+                                          ("sequence_overhead_s", -1e-6), ("sequence_overhead_s", float("nan")),
                                           ("sharpness", 0.5), ("attention_efficiency", 1.5)])
 def test_a_profile_outside_its_ranges_is_refused(field, value):
     good = dict(name="x", kernels=(KernelEfficiency("16bit", 0.8, 0.5),), forward_overhead_s=1e-5,
@@ -51,7 +52,7 @@ def test_a_profile_outside_its_ranges_is_refused(field, value):
 
 KNOWN = EngineProfile("synthetic", (KernelEfficiency("16bit", 0.82, 0.61), KernelEfficiency("int4", 0.55, 0.35)),
                       forward_overhead_s=30e-6, layer_overhead_s=6e-6, sharpness=3.0, attention_efficiency=0.7,
-                      device_scales=(("ampere-datacenter", 1.0, 1.0), ("hopper", 0.8, 1.1)))
+                      sequence_overhead_s=25e-6, device_scales=(("ampere-datacenter", 1.0, 1.0), ("hopper", 0.8, 1.1)))
 
 
 def _synthetic_rows(catalog, profile, source="s1", engine="trtllm"):
@@ -89,6 +90,7 @@ def test_the_fit_recovers_a_known_profile(catalog):
     got = {k.weight_class: k for k in profile.kernels}
     assert got["16bit"].bandwidth_efficiency == pytest.approx(0.82, rel=0.05)
     assert got["int4"].bandwidth_efficiency == pytest.approx(0.55, rel=0.05)
+    assert profile.sequence_overhead_s == pytest.approx(25e-6, rel=0.3)  # set by the batch-16 and -64 decodes
     # the fitted profile, priced through the cost model, gives what the fit predicted
     for row, predicted in zip(rows, fit.predict(f)):
         spec = catalog.model(row.model).with_dtypes(row.dtype).with_quantisation(row.group_size)
@@ -96,6 +98,16 @@ def test_the_fit_recovers_a_known_profile(catalog):
         (tokens, context, _), = row.priced_forwards
         assert float(processor_forward_cost(spec, gpu, tokens, context, row.batch).time_s) == pytest.approx(predicted,
                                                                                                              rel=1e-9)
+
+
+def test_the_sequence_overhead_is_paid_per_sequence_not_per_token(catalog):
+    model = catalog.model("llama-2-7b")
+    none = dataclasses.replace(catalog.device("a100-80gb"), engine=dataclasses.replace(KNOWN, sequence_overhead_s=0.0))
+    some = dataclasses.replace(none, engine=KNOWN)
+    for tokens, batch in ((1, 1), (1, 32), (64, 1), (8, 8)):
+        extra = float(processor_forward_cost(model, some, tokens, 300, batch).time_s
+                      - processor_forward_cost(model, none, tokens, 300, batch).time_s)
+        assert extra == pytest.approx(batch * 25e-6)  # a 64-token verify of one sequence pays it once
 
 
 def test_leave_one_source_out_predicts_each_source_from_the_others(catalog):
@@ -119,6 +131,7 @@ def test_the_shipped_profiles_are_plausible_and_read_back():
     for name in names[1:]:
         profile, data = catalog.engine_entry(name)
         assert profile.forward_overhead_s >= 0 and profile.layer_overhead_s >= 0 and 1 <= profile.sharpness <= 64
+        assert 0 <= profile.sequence_overhead_s <= 1e-3
         assert all(0 < k.bandwidth_efficiency <= 1 and 0 < k.compute_efficiency <= 1 for k in profile.kernels)
         assert 0 < profile.attention_efficiency <= 1
         assert all(0.1 <= c <= 10 and 0.1 <= b <= 10 for _, c, b in profile.device_scales)
@@ -141,3 +154,22 @@ def test_weights_without_fitted_kernels_are_priced_by_a_wider_class_and_said(run
     assert result.exit_code == 0 and "engine trtllm has no kernels fitted for int4 weights" in result.stderr
     quiet = run("cost", "--model", "llama-2-7b", "--device", "a100-80gb", "--weight-dtype", "int4", "--engine", "llama.cpp")
     assert quiet.exit_code == 0 and "no kernels fitted" not in quiet.stderr
+
+
+def test_a_profile_file_reads_back_as_written_and_a_bad_field_is_one_line(tmp_path):
+    from dfvg_dse.catalog.engines import engine_document, parse_engine
+    from dfvg_dse.catalog.errors import DataError
+
+    path = tmp_path / "synthetic.toml"
+    document = engine_document(dataclasses.replace(KNOWN, source="test"), "Synthetic", {"rows": 1}, "test")
+    back = parse_engine(path, document)
+    assert back.sequence_overhead_s == pytest.approx(KNOWN.sequence_overhead_s)
+    assert back.half_rows == KNOWN.half_rows and back.sharpness == KNOWN.sharpness
+    for field, value in (("sequence_overhead_us", -3.0), ("sequence_overhead_us", "fast"), ("layer_overhead_us", 5e5)):
+        with pytest.raises(DataError) as err:
+            parse_engine(path, {**document, field: value})
+        message = str(err.value)
+        assert str(path) in message and "\n" not in message
+        assert field.replace("_us", "") in message
+    old = {k: v for k, v in document.items() if k != "sequence_overhead_us"}  # files before the term: none
+    assert parse_engine(path, old).sequence_overhead_s == 0.0
