@@ -271,13 +271,19 @@ def parse_quantity(path: Path, field: str, raw: Any, dimension: str, positive: b
     unit = raw.get("unit", _MISSING)
     if not isinstance(unit, str) or unit not in units.UNITS or units.UNITS[unit][0] != dimension:
         raise DataError(path, f"{field}.unit", unit, f"allowed: {', '.join(units.units_of(dimension))}")
+    tag, source = check_provenance(path, field, raw)
+    return Quantity(value, unit, tag, source, units.to_si(value, unit, dimension))
+
+
+def check_provenance(path: Path, field: str, raw: dict) -> tuple[str, str]:
+    """The `tag` and `source` of a table of numbers (a quantity, a list of ratios), checked."""
     tag = raw.get("tag", _MISSING)
     if not isinstance(tag, str) or tag not in units.TAGS:
         raise DataError(path, f"{field}.tag", tag, f"allowed: {', '.join(units.TAGS)}")
     source = raw.get("source", _MISSING)
     if not isinstance(source, str) or not source.strip():
         raise DataError(path, f"{field}.source", source, "every number needs a non-empty source")
-    return Quantity(value, unit, tag, source, units.to_si(value, unit, dimension))
+    return tag, source
 
 
 def read_string(path: Path, data: dict, field: str, default: Any = _MISSING) -> Any:

@@ -15,7 +15,8 @@ from dfvg_dse.specs.engines import CLASSES, EngineProfile, KernelEfficiency
 from dfvg_dse.specs.hardware import SpecError
 
 FIELDS = ("name", "display_name", "source", "tag", "fitted", "fp16_accumulate", "forward_overhead_us",
-          "layer_overhead_us", "sequence_overhead_us", "sharpness", "attention_efficiency", "half_rows", "kernels", "device_scales")
+          "layer_overhead_us", "sequence_overhead_us", "sharpness", "attention_efficiency", "half_rows", "kernels",
+          "device_scales")
 US = 1e-6
 
 

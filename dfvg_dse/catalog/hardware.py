@@ -8,7 +8,7 @@ from pathlib import Path
 
 
 from dfvg_dse import units
-from dfvg_dse.catalog._io import HwEntry, Quantity, parse_quantity, read_string
+from dfvg_dse.catalog._io import HwEntry, Quantity, check_provenance, parse_quantity, read_string
 from dfvg_dse.catalog.errors import _MISSING, SHOWN_NAMES, CatalogError, DataError
 from dfvg_dse.specs import (MEMORY_TIERS, CalibrationDefaults, DeviceSpec, FpgaFabric, LinkSpec, MemoryTier,
                             SpecError)
@@ -112,7 +112,8 @@ def _check_header(path: Path, data: dict, kind: str) -> None:
         raise DataError(path, "kind", data.get("kind", _MISSING), f"must be '{kind}' for a file under {kind}/")
     if data.get("name") != path.stem:
         raise DataError(path, "name", data.get("name", _MISSING), f"must equal the file name '{path.stem}'")
-    allowed = _BASE_FIELDS | set(QUANTITY_FIELDS[kind]) | STRING_FIELDS[kind] | TABLE_FIELDS.get(kind, set()) | ({"memory"} if kind != "link" else set())
+    allowed = (_BASE_FIELDS | set(QUANTITY_FIELDS[kind]) | STRING_FIELDS[kind] | TABLE_FIELDS.get(kind, set())
+               | ({"memory"} if kind != "link" else set()))
     for field in data:
         if field not in allowed:
             close = difflib.get_close_matches(field, sorted(allowed), n=1)
@@ -196,10 +197,7 @@ def _ratio_table(path: Path, data: dict, field: str) -> tuple[float, ...]:
     if not (isinstance(values, list) and values and all(isinstance(v, (int, float)) and not isinstance(v, bool)
                                                           for v in values)):
         raise DataError(path, f"{field}.values", values, "must be a non-empty list of numbers")
-    if not isinstance(raw.get("tag"), str) or raw["tag"] not in units.TAGS:
-        raise DataError(path, f"{field}.tag", raw.get("tag", _MISSING), f"allowed: {', '.join(units.TAGS)}")
-    if not isinstance(raw.get("source"), str) or not raw["source"].strip():
-        raise DataError(path, f"{field}.source", raw.get("source", _MISSING), "every number needs a non-empty source")
+    check_provenance(path, field, raw)
     return tuple(float(v) for v in values)
 
 

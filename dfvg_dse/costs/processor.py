@@ -75,15 +75,14 @@ def processor_forward_cost(model: ModelSpec, device: DeviceSpec, n_tokens, conte
     if device.engine is not None:  # a fitted engine profile replaces the roofline's efficiencies
         return forward_cost(engine_roofline(model, device, work, device.engine, batch), work.flops, work.bytes)
     peak = device.peak_for(model.compute_dtype) * device.eta_compute
-    # measured row ratios time the linear layers whole (their products included): compute is attention's
-    linear_compute = 0.0 if device.linear_row_ratios else work.linear_flops / peak
-    compute = linear_compute + work.attention_flops / (peak * attention_efficiency)
+    compute = work.attention_flops / (peak * attention_efficiency)
     rows = np.asarray(n_tokens) * np.asarray(batch)
     bandwidth = device.main_memory.achieved_bandwidth_bytes_per_s
-    if device.linear_row_ratios:
+    if device.linear_row_ratios:  # measured: they time the linear layers whole, their products included
         memory = (work.weight_bytes * linear_row_ratio(device.linear_row_ratios, rows)
                   + work.kv_read_bytes + work.kv_write_bytes) / bandwidth
     else:
+        compute = compute + work.linear_flops / peak
         memory = work.bytes / (bandwidth * np.where(rows > 1, device.multi_row_bandwidth_fraction, 1.0))
     overhead = device.forward_overhead_s + model.n_layers * device.layer_overhead_s
     roof = roofline_time(compute, memory, np.broadcast_to(overhead, np.shape(compute)), device.compute_memory_overlap)

@@ -1,6 +1,6 @@
 """Microbenchmarks of this machine for issue 7's calibration: the one-way time of the pipe between
-two pinned processes, the nominal peak of a core, and a model's linear layers at 1-16 rows. Stage times come from real decoding in the
-stage processes (traces and autoregressive step times). Measurement only: fitting them to the
+two pinned processes, the nominal peak of a core, and a model's linear layers at 1-16 rows. Stage
+times come from real decoding in the stage processes (traces and autoregressive step times). Measurement only: fitting them to the
 cost model is the analytical side's job."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import time
 
 import numpy as np
 
-from dfvg_dse.reference.stages import ignore_interrupts, interrupts_deferred, single_threaded_environment, spawning_quietly
+from dfvg_dse.reference.stages import (ignore_interrupts, interrupts_deferred, single_threaded_environment,
+                                      spawning_quietly, stage_cpus)
 from dfvg_dse.reference.tiny_lm import _linear
 
 
@@ -41,7 +42,7 @@ def pipe_times(sizes, count: int, spin: bool = True) -> list[dict]:
     """Median one-way seconds (round trip / 2) of messages of each size between two pinned
     processes that spin for messages (as the stages do) or block: the floor of every emulated
     link. Records: bytes, seconds, count."""
-    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    cpus = stage_cpus()
     context = multiprocessing.get_context("spawn")
     mine, theirs = context.Pipe()
     echo = context.Process(target=_echo, args=(theirs, cpus[1] if len(cpus) > 1 else None, spin), daemon=True)
@@ -119,7 +120,7 @@ def linear_row_times(weights, max_rows: int = LINEAR_ROWS, repeats: int = 15, cp
     """Median seconds of every linear layer of a model (the reference engine's own `_linear`, the
     packed matrices) over inputs of 1..max_rows rows, in a single-threaded process pinned to `cpu`:
     how BLAS's small-matrix kernels scale with rows on this core (OpenBLAS's differ per row count:
-    here 3 rows took 1.2x as long as 4). Measurement only."""
+    here 3 rows took 1.4x as long as 4). Measurement only."""
     context = multiprocessing.get_context("spawn")
     mine, theirs = context.Pipe()
     with single_threaded_environment(), spawning_quietly():

@@ -52,6 +52,12 @@ _HEADER = struct.Struct("<IIIIdddd")  # kind, records, distributions, vocabulary
 _THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
+def stage_cpus() -> list[int]:
+    """The cores this process may run on, in order: the stages pin to the first two ([] where the
+    platform cannot tell)."""
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+
+
 @contextmanager
 def single_threaded_environment():
     """BLAS and OpenMP set to one thread for processes spawned inside (read at their numpy import)."""
@@ -382,7 +388,7 @@ class TwoStageRuntime:
     def __init__(self, target: Model, draft: Model | None = None, link: LinkEmulation = LinkEmulation(),
                  pin: bool = True):
         context = multiprocessing.get_context("spawn")
-        cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        cpus = stage_cpus()
         place = (lambda i: cpus[i]) if pin and len(cpus) >= 2 else (lambda i: None)
         self.pinned = pin and len(cpus) >= 2
         verify_peer, draft_peer = context.Pipe()

@@ -15,7 +15,6 @@ functions take `progress(done, total, step)`, called before each step (done coun
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass
 from typing import Callable
 
@@ -28,7 +27,7 @@ from dfvg_dse.costs.stages import tree_draft_time_s
 from dfvg_dse.reference import Model, Sampling
 from dfvg_dse.reference.microbench import core_peak_fp32_flops_per_s, linear_row_times, pipe_times
 from dfvg_dse.reference.teacher import teacher_forced_acceptance
-from dfvg_dse.reference.stages import Job, RunResult, TwoStageRuntime
+from dfvg_dse.reference.stages import Job, RunResult, TwoStageRuntime, stage_cpus
 from dfvg_dse.specs import AcceptanceProfile, AcceptanceTrace, DeviceSpec, ModelSpec
 from dfvg_dse.specs.decoding import TreeSpec
 from dfvg_dse.tree import parse_tree_spec
@@ -220,7 +219,7 @@ def calibration_steps(prompts: int) -> int:
 def measure_row_ratios(target: Model, draft: Model, quick: bool) -> dict[str, tuple[float, ...]]:
     """Each model's linear layers at 1..LINEAR_ROWS rows on the core its stage runs on (verify on the
     first, draft on the second, as TwoStageRuntime pins them), as multiples of one row's time."""
-    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    cpus = stage_cpus()
     out = {}
     for index, (role, model) in enumerate((("target", target), ("draft", draft))):
         seconds = linear_row_times(model.weights, repeats=9 if quick else 25,
