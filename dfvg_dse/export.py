@@ -139,6 +139,11 @@ def write_json(path: Path, document) -> Path:
     return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
+def write_text(path: Path, text: str) -> Path:
+    """A text file (an engine's options file), written atomically."""
+    return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
 def write_jsonl(path: Path, records: list[dict]) -> Path:
     """One JSON object per line (traces), written atomically."""
     lines = [json.dumps(json_safe(r), allow_nan=False, default=_jsonable) for r in records]

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, settings
 from click.testing import CliRunner
 
 from dfvg_dse.catalog import Catalog
+from dfvg_dse.pipeline.grid import SearchSpace
 from dfvg_dse.cli import cli
 
 # No deadline: a slow shared machine must not fail a correct test. CI draws the same examples.
@@ -71,3 +72,14 @@ def models_copy(tmp_path, catalog) -> Path:
     target = tmp_path / "models"
     shutil.copytree(catalog.models_dir, target)
     return target
+
+
+@pytest.fixture(scope="module")
+def small_space(catalog) -> SearchSpace:
+    gpu, v80 = catalog.device("rtx-4090"), catalog.device("v80")
+    return SearchSpace(catalog.model("qwen3-8b"), catalog.model("qwen3-0.6b").with_dtypes("bfloat16", "bfloat16"),
+                       catalog.acceptance("pair:qwen3-8b/qwen3-0.6b"), (gpu,), (v80, gpu),
+                       (("v80", catalog.link("pcie-gen4-x16-host-staged")),), families=("chain", "seq", "optimal"),
+                       widths=(1, 2, 4), depths=(2, 4, 6), budgets=(8, 16), batches=(1, 2),
+                       fpga_pe_fractions=(0.5, 1.0), fpga_clocks_mhz=(300.0,),
+                       sync_s=catalog.defaults().sync_per_round_s)

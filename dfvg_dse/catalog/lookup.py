@@ -27,6 +27,7 @@ from dfvg_dse.catalog._io import (HwEntry, ModelEntry, Quantity, check_regular_f
                                   read_toml)
 from dfvg_dse.catalog.errors import CatalogError, DataError, UnknownNameError
 from dfvg_dse.catalog.hardware import parse_defaults, parse_device, parse_link
+from dfvg_dse.catalog.deploy import parse_engine_support
 from dfvg_dse.catalog.engines import parse_engine
 from dfvg_dse.catalog.measurements import parse_measurements
 from dfvg_dse.catalog.models import model_document, model_spec_from_hf_config, parse_model
@@ -37,6 +38,7 @@ from dfvg_dse.files import atomic_write, path_text
 from dfvg_dse.specs import (AcceptanceProfile, CalibrationDefaults, DeviceSpec, InputError, LinkSpec, ModelSpec,
                             SpecError)
 from dfvg_dse.specs.hardware import shorten
+from dfvg_dse.specs.deploy import EngineSupport, version_key
 from dfvg_dse.specs.engines import EngineProfile
 from dfvg_dse.specs.measurements import MeasurementSource
 from dfvg_dse.specs.hardware import show_value as shown
@@ -275,6 +277,21 @@ class Catalog:
     def engine(self, name: str) -> EngineProfile | None:
         """The profile of an engine; None for `roofline` (the plain roofline of the hwdb entries)."""
         return None if name == ROOFLINE else self.engine_entry(name)[0]
+
+    def engine_support(self, engine: str, version: str | None = None) -> EngineSupport:
+        """A checked release of a serving engine (hwdb/engine-support/ENGINE.toml): `version`, or the
+        newest checked one."""
+        path = self._find(self.hwdb_dirs, f"engine-support/{engine}.toml") if NAME_RE.match(engine) else None
+        if path is None:
+            raise UnknownNameError("serving engine", engine, self._names(self.hwdb_dirs, "engine-support"))
+        releases = sorted(parse_engine_support(path, read_toml(path)), key=lambda r: version_key(r.version))
+        if version is None:
+            return releases[-1]
+        found = [r for r in releases if r.version == version]
+        if not found:
+            raise InputError(f"--engine-version {shorten(version)}: {engine} release not checked "
+                             f"({path}); checked: {', '.join(r.version for r in releases)}")
+        return found[0]
 
     def with_engine(self, name: str) -> Catalog:
         """This catalog, with GPUs priced by an engine's profile (`roofline`: none)."""

@@ -16,7 +16,7 @@ cli.lazy_commands = {
     "engines": ("engines", "Serving-engine profiles: kernel efficiencies and overheads fitted to published measurements."),
     "estimate": ("pipeline",
                  "Tokens/s, J/token and stage breakdown of one design (tree or dynamic rule, placement, schedule)."),
-    "export": ("search", "A deployment config for a recommended design: ours (json) or a serving engine's."),
+    "export": ("deploy", "A deployment config for a recommended design: ours (json) or a serving engine's."),
     "hw": ("hardware", "Hardware database: FPGAs, GPUs, CPUs and links."),
     "models": ("hardware", "Model database: shapes of draft and target LLMs."),
     "pareto": ("search", "Redraw a finished run's Pareto plots (pareto.png, pareto.svg) from its trials.csv."),

@@ -16,7 +16,6 @@ from dfvg_dse.catalog.studies import check_study
 from dfvg_dse.cli._base import SEED, catalog_of, cli, emit_json, engine_option
 from dfvg_dse.pipeline.grid import FAMILIES, SCHEDULE_CHOICES, SearchSpace
 from dfvg_dse.pipeline.pareto import hypervolume
-from dfvg_dse.report.engines import FORMATS, engine_config
 from dfvg_dse.report.plots import plot_importance, plot_pareto
 from dfvg_dse.report.tables import pareto_info
 from dfvg_dse.search import SAMPLERS, param_importances, run_search, sweep_frame, trials_frame
@@ -393,56 +392,3 @@ def pareto_cmd(run, as_json):
         emit_json(summary)
     else:
         click.echo(f"redrew {path / 'pareto.png'} and .svg: {len(info.front)} points on the front")
-
-
-@cli.command("export")
-@click.argument("run", type=click.Path(file_okay=False))
-@click.option("--pick", type=click.Choice(["max-throughput", "min-energy", "knee"]), help="[default: knee]")
-@click.option("--trial", type=int, help="Export this trial instead of a pick.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="json", show_default=True)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here [default: RUN/export-PICK.FORMAT.json].")
-def export_cmd(run, pick, trial, fmt, output):
-    """A deployment config for a recommended design: ours (json) or a serving engine's."""
-    path = Path(run)
-    manifest, frame = export.read_run(path)
-    export.remove_temporaries(path)  # what a killed export left
-    recommended_path = path / "recommended.json"
-    if trial is not None and pick is not None:
-        raise InputError("give --pick or --trial, not both")
-    pick = pick or "knee"
-    if trial is None:
-        if not recommended_path.is_file():
-            raise InputError(f"{path}: no recommended.json (no feasible design); use --trial N")
-        design = export.read_recommended(recommended_path).get(pick)
-        if design is None:
-            raise InputError(f"{path}: no '{pick}' design recorded")
-    else:
-        rows = frame[frame["trial"] == trial]
-        if rows.empty:
-            raise InputError(f"--trial {trial}: not in {path / 'trials.csv'}")
-        row = rows.iloc[0]
-        if not bool(row["feasible"]):
-            raise InputError(f"--trial {trial}: infeasible ({row['reason']})")
-        picks = export.read_recommended(recommended_path) if recommended_path.is_file() else {}
-        template = next(iter(picks.values()), {})
-        design = {**{k: template.get(k) for k in ("target", "draft", "target_source", "draft_source", "assumptions")},
-                  **_row_design(row, manifest, template, path / "trials.csv")}
-    config = engine_config(design, fmt)
-    name = f"trial-{trial}" if trial is not None else pick
-    out = Path(output) if output else path / (f"export-{name}.json" if fmt == "json" else f"export-{name}.{fmt}.json")
-    export.write_json(out, config)
-    emit_json(config)
-
-
-def _row_design(row, manifest: dict, template: dict, table: Path) -> dict:
-    kinds = {template.get("draft_device"): template.get("draft_kind")}
-    parents, ranks = export.row_tree(table, row)
-    design = {"draft_device": row["draft_device"], "verify_device": row["verify_device"],
-              "draft_kind": kinds.get(row["draft_device"], "fpga" if "fpga_pe_fraction" in row and
-                                      row["fpga_pe_fraction"] == row["fpga_pe_fraction"] else "gpu"),
-              "schedule": row["schedule"], "batch": int(row["batch"]), "family": row["family"], "depth": int(row["depth"]),
-              "parents": parents, "ranks": ranks,
-              "dynamic": row["family"] == "adapt", "trial": int(row["trial"]),
-              "link": manifest.get("space", {}).get("links", {}).get(row["draft_device"])}
-    design["expected"] = {k: float(row[k]) for k in ("tokens_per_s", "j_per_token", "speedup_vs_ar") if k in row}
-    return design

@@ -1,19 +1,21 @@
-"""Deployment configs for serving engines from a chosen design (pure: dicts in, dicts out).
+"""Deployment artefacts for serving engines from a realised design (pure: data in, dicts out).
 
-Field names follow the engines' own code and documentation (vLLM `vllm/config/speculative.py`
-`SpeculativeConfig`; SGLang `python/sglang/srt/server_args.py`; transformers `GenerationConfig`;
-TensorRT-LLM `tensorrt_llm/llmapi/llm_args.py`): vLLM `speculative_config` with
-`num_speculative_tokens` equal to the tree's length and `speculative_token_tree` as a string of
-tuples; SGLang's `--speculative-*` flags with `num_draft_tokens` counting the root and forced to
-`num_steps + 1` when `eagle_topk` is 1; Hugging Face `generate` keyword arguments; TensorRT-LLM's
-draft-target or choices configs. Each export lists what the engine cannot express.
+Field names and flags are those of the engines' own code at the release named in
+hwdb/engine-support (vLLM `SpeculativeConfig` and `EngineArgs`; SGLang `ServerArgs`; transformers'
+`AssistedCandidateGenerator`, which reads the assistant's own generation config; TensorRT-LLM's
+`DraftTargetDecodingConfig` and `trtllm-serve`). Each export carries a command for people, the
+keyword arguments for programs, the realised design and its price next to the searched one, and
+what the engine cannot express.
 """
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
 
 FORMATS = ("json", "vllm", "sglang", "hf", "trtllm")
+PROMPT = "def fibonacci(n):"  # the transformers snippet's example prompt
 
 
 def hf_repo(source: str) -> str:
@@ -22,78 +24,123 @@ def hf_repo(source: str) -> str:
     return match.group(1) if match else source
 
 
-def _choices(parents: list[int], ranks: list[int]) -> list[list[int]]:
+def choices(parents: list[int], ranks: list[int]) -> list[list[int]]:
+    """Medusa/EAGLE-style paths of a tree's draft tokens (root excluded)."""
     paths: list[list[int]] = [[]]
     for parent, rank in zip(parents[1:], ranks[1:]):
         paths.append(paths[parent] + [rank])
     return paths[1:]
 
 
-def _is_chain(choices: list[list[int]]) -> bool:
-    return all(path == [0] * len(path) for path in choices) and len({len(p) for p in choices}) == len(choices)
-
-
-def _limits(design: dict, engine: str) -> list[str]:
+def limits(design: dict, engine: str) -> list[str]:
+    """What of the searched design no engine server expresses: a drafter elsewhere, overlap, ADAPT."""
     notes = []
     if design["draft_kind"] == "fpga":
-        notes.append(f"{engine} cannot run the draft on an FPGA ('{design['draft_device']}'); deploy the draft on the "
-                     "GPU, or run the FPGA drafter outside the engine")
+        notes.append(f"{engine} cannot run the draft on an FPGA ('{design['draft_device']}'): the realised design "
+                     f"drafts on the target's GPU ('{design['verify_device']}')")
     elif design["draft_device"] != design["verify_device"]:
-        notes.append(f"{engine} runs draft and target in one server; a drafter on '{design['draft_device']}' needs a "
-                     "separate process")
+        notes.append(f"{engine} runs draft and target in one server: the drafter on '{design['draft_device']}' moves "
+                     f"to '{design['verify_device']}'")
     if design["schedule"] != "sequential":
-        notes.append(f"{engine} drafts and verifies in turn; the '{design['schedule']}' schedule (drafting during "
-                     "verification) is not expressible")
+        notes.append(f"{engine} drafts and verifies in turn: the '{design['schedule']}' schedule (drafting during "
+                     "verification) becomes sequential")
     if design.get("dynamic"):
-        notes.append("ADAPT's dynamic tree is not expressible; the expected shape is exported as a static tree")
+        notes.append("ADAPT's dynamic tree is not expressible: its expected shape stands in for it")
     return notes
 
 
-def engine_config(design: dict, fmt: str) -> dict:
-    """The config for one engine. `design` holds target/draft names and sources, devices, schedule,
-    the tree (parents, ranks) and the expected metrics."""
-    choices = _choices(design["parents"], design["ranks"])
-    depth = max((len(c) for c in choices), default=0)
-    target, draft = hf_repo(design["target_source"]), hf_repo(design["draft_source"])
+def _vllm(names: dict, settings: dict, realised: dict) -> dict:
+    spec = {"method": "draft_model", "model": names["draft"], "num_speculative_tokens": realised["depth"]}
+    kwargs = {"model": names["target"], "dtype": settings["dtype"], "max_model_len": settings["max_len"],
+              "max_num_seqs": realised["batch"], "tensor_parallel_size": settings["tensor_parallel"],
+              "speculative_config": spec}
+    command = ["vllm", "serve", names["target"], "--dtype", settings["dtype"], "--max-model-len",
+               str(settings["max_len"]), "--max-num-seqs", str(realised["batch"]), "--tensor-parallel-size",
+               str(settings["tensor_parallel"]), "--speculative-config", json.dumps(spec, separators=(",", ":"))]
+    return {"command": shlex.join(command), "llm_kwargs": kwargs}
+
+
+def _sglang(names: dict, settings: dict, realised: dict) -> dict:
+    args = {"model_path": names["target"], "dtype": settings["dtype"], "context_length": settings["max_len"],
+            "max_running_requests": realised["batch"], "tp_size": settings["tensor_parallel"],
+            "speculative_algorithm": "STANDALONE", "speculative_draft_model_path": names["draft"],
+            "speculative_num_steps": realised["depth"], "speculative_eagle_topk": realised["topk"],
+            "speculative_num_draft_tokens": realised["draft_tokens"] + 1}  # SGLang counts the root
+    command = ["python", "-m", "sglang.launch_server"]
+    for key, value in args.items():
+        command += ["--" + key.replace("_", "-"), str(value)]
+    return {"command": shlex.join(command), "server_args": args}
+
+
+def _hf(names: dict, settings: dict, realised: dict) -> dict:
+    assistant = {"num_assistant_tokens": realised["depth"], "num_assistant_tokens_schedule": "constant",
+                 "assistant_confidence_threshold": 0.0}
+    generate = {"do_sample": False, "max_new_tokens": settings["max_new_tokens"]}
+    lines = ["import torch",
+             "from transformers import AutoModelForCausalLM, AutoTokenizer",
+             "",
+             f"TARGET, DRAFT = {names['target']!r}, {names['draft']!r}",
+             'DEVICE = "cuda" if torch.cuda.is_available() else "cpu"',
+             "tokenizer = AutoTokenizer.from_pretrained(TARGET)",
+             f"target = AutoModelForCausalLM.from_pretrained(TARGET, dtype=torch.{settings['dtype']}).to(DEVICE)",
+             f"assistant = AutoModelForCausalLM.from_pretrained(DRAFT, dtype=torch.{realised['draft_dtype']}).to(DEVICE)",
+             "# assisted generation reads these from the assistant's own generation config, not from generate()"]
+    lines += [f"assistant.generation_config.{k} = {v!r}" for k, v in assistant.items()]
+    lines += [f"inputs = tokenizer([{PROMPT!r}], return_tensors=\"pt\").to(DEVICE)  # one sequence: assisted "
+              "generation runs at batch 1",
+              "output = target.generate(**inputs, assistant_model=assistant, "
+              + ", ".join(f"{k}={v!r}" for k, v in generate.items()) + ")",
+              "print(tokenizer.decode(output[0], skip_special_tokens=True))"]
+    return {"python": "\n".join(lines) + "\n", "assistant_generation_config": assistant, "generate_kwargs": generate,
+            "models": {"target": names["target"], "assistant": names["draft"]}}
+
+
+def _trtllm(names: dict, settings: dict, realised: dict) -> dict:
+    spec = {"decoding_type": "Draft_Target", "max_draft_len": realised["depth"], "speculative_model": names["draft"]}
+    options = {"dtype": settings["dtype"], "max_batch_size": realised["batch"], "max_seq_len": settings["max_len"],
+               "tensor_parallel_size": settings["tensor_parallel"], "speculative_config": spec}
+    command = ["trtllm-serve", names["target"], "--backend", "pytorch", "--max_batch_size", str(realised["batch"]),
+               "--max_seq_len", str(settings["max_len"]), "--tp_size", str(settings["tensor_parallel"]),
+               "--extra_llm_api_options", settings["options_file"]]
+    # JSON is YAML (1.2; PyYAML's safe_load reads it): the options file needs no YAML writer
+    return {"command": shlex.join(command), "yaml": json.dumps(options, indent=2) + "\n",
+            "llm_kwargs": {"model": names["target"], **options}}
+
+
+WRITERS = {"vllm": _vllm, "sglang": _sglang, "hf": _hf, "trtllm": _trtllm}
+
+
+def engine_config(design: dict, fmt: str, support=None, realised: dict | None = None,
+                  settings: dict | None = None) -> dict:
+    """The export of one design. `json`: the design as searched. An engine: its artefacts for the
+    realised design (`realised`: tree, depth, topk, draft_tokens, batch, draft_dtype, changes and
+    its price), with the searched design's price beside it; `support` is the engine release."""
     if fmt == "json":
-        return {"format": "dfvg-dse", **design, "choices": choices}
-    if fmt == "vllm":
-        spec = {"method": "draft_model", "model": draft, "num_speculative_tokens": len(choices)}
-        notes = _limits(design, "vLLM")
-        if not _is_chain(choices):
-            spec["speculative_token_tree"] = "[" + ", ".join(
-                "(" + ", ".join(map(str, c)) + ("," if len(c) == 1 else "") + ")" for c in choices) + "]"
-            notes.append("speculative_token_tree needs a vLLM release whose drafter supports trees; check yours")
-        return {"engine": "vllm", "target": target, "speculative_config": spec, "unsupported": notes}
-    if fmt == "sglang":
-        children: dict[int, int] = {}
-        for parent in design["parents"][1:]:
-            children[parent] = children.get(parent, 0) + 1
-        topk = max(children.values(), default=1)
-        tokens = depth + 1 if topk == 1 else len(choices) + 1  # topk = 1 forces num_steps + 1 (SGLang docs)
-        notes = _limits(design, "SGLang")
-        if topk > 1:
-            notes.append("SGLang grows its own tree from top-k scores; only depth, top-k and the token budget carry over")
-        flags = {"--model-path": target, "--speculative-algorithm": "STANDALONE",
-                 "--speculative-draft-model-path": draft, "--speculative-num-steps": depth,
-                 "--speculative-eagle-topk": topk, "--speculative-num-draft-tokens": tokens}
-        return {"engine": "sglang", "flags": flags,
-                "command": "python -m sglang.launch_server " + " ".join(f"{k} {v}" for k, v in flags.items()),
-                "unsupported": notes}
-    if fmt == "hf":
-        notes = _limits(design, "transformers")
-        if not _is_chain(choices):
-            notes.append(f"assisted generation drafts one chain; the tree is reduced to {depth} tokens")
-        return {"engine": "transformers", "model": target,
-                "generate_kwargs": {"assistant_model": draft, "num_assistant_tokens": depth,
-                                    "num_assistant_tokens_schedule": "constant"},
-                "unsupported": notes}
-    if fmt == "trtllm":
-        notes = _limits(design, "TensorRT-LLM")
-        if _is_chain(choices):
-            return {"engine": "tensorrt-llm", "model": target, "DraftTargetDecodingConfig": {
-                "max_draft_len": depth, "speculative_model": draft}, "unsupported": notes}
-        notes.append("trees use Medusa/EAGLE choices, which need heads trained for the target, not a separate draft")
-        return {"engine": "tensorrt-llm", "model": target,
-                "EagleDecodingConfig": {"max_draft_len": depth, "eagle_choices": choices}, "unsupported": notes}
-    raise ValueError(f"unknown format {fmt!r}")
+        return {"format": "dfvg-dse", **design, "choices": choices(design["parents"], design["ranks"])}
+    if fmt not in WRITERS:
+        raise ValueError(f"unknown format {fmt!r}")
+    names = {"target": hf_repo(design["target_source"]), "draft": hf_repo(design["draft_source"])}
+    artefacts = WRITERS[fmt](names, settings, realised)
+    return {"engine": fmt, "engine_version": support.version, "display_name": support.display_name,
+            "checked": support.checked, "checked_source": support.source, **artefacts,
+            "searched": {"trial": design.get("trial"), "draft_device": design["draft_device"],
+                         "verify_device": design["verify_device"], "schedule": design["schedule"],
+                         "batch": design["batch"], "family": design["family"], "depth": design["depth"],
+                         "draft_tokens": len(design["parents"]) - 1, **design.get("expected", {})},
+            "realised": {k: v for k, v in realised.items() if k != "changes"},
+            "changes": limits(design, support.display_name) + list(realised["changes"])}
+
+
+def realised_record(realised, est, cost_profile: str) -> dict:
+    """A realised design (pipeline.realise.Realised) and its Estimate as the export's `realised` block."""
+    tree = realised.tree
+    record = {"family": "chain" if realised.topk == 1 else "sglang-topk", "depth": tree.depth, "topk": realised.topk,
+              "draft_tokens": tree.budget, "parents": list(tree.parents), "ranks": list(tree.ranks),
+              "batch": realised.batch, "draft_dtype": realised.draft_dtype, "draft_device": "same GPU",
+              "schedule": "sequential", "cost_profile": cost_profile, "feasible": bool(est.feasible),
+              "reason": est.reason, "warnings": list(est.warnings), "changes": list(realised.changes)}
+    if est.feasible:
+        record.update({"tokens_per_s": est.tokens_per_s, "tokens_per_s_per_sequence": est.tokens_per_s / realised.batch,
+                       "j_per_token": est.energy.j_per_token, "speedup_vs_ar": est.speedup_vs_ar,
+                       "expected_tokens_per_round": est.expected_tokens_per_round, "round_time_s": est.round_time_s})
+    return record

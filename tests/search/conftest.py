@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from dfvg_dse.pipeline.grid import SearchSpace
 
 SMALL_STUDY = """
 [models]
@@ -33,17 +32,6 @@ def small_study(tmp_path) -> Path:
     path = tmp_path / "study.toml"
     path.write_text(SMALL_STUDY)
     return path
-
-
-@pytest.fixture(scope="module")
-def small_space(catalog) -> SearchSpace:
-    gpu, v80 = catalog.device("rtx-4090"), catalog.device("v80")
-    return SearchSpace(catalog.model("qwen3-8b"), catalog.model("qwen3-0.6b").with_dtypes("bfloat16", "bfloat16"),
-                       catalog.acceptance("pair:qwen3-8b/qwen3-0.6b"), (gpu,), (v80, gpu),
-                       (("v80", catalog.link("pcie-gen4-x16-host-staged")),), families=("chain", "seq", "optimal"),
-                       widths=(1, 2, 4), depths=(2, 4, 6), budgets=(8, 16), batches=(1, 2),
-                       fpga_pe_fractions=(0.5, 1.0), fpga_clocks_mhz=(300.0,),
-                       sync_s=catalog.defaults().sync_per_round_s)
 
 
 def _pg_bin(name: str) -> str | None:

@@ -1,13 +1,12 @@
 """search / sweep / pareto / export through the CLI, and engine configs against the engines' rules."""
 
-import ast
 import json
 
 import pytest
 from click.testing import CliRunner
 
 from dfvg_dse.cli import cli
-from dfvg_dse.report.engines import engine_config, hf_repo
+from dfvg_dse.report.engines import engine_config, hf_repo, limits
 
 
 @pytest.fixture
@@ -55,13 +54,52 @@ def test_pareto_redraws_and_sweep_scores_the_search(run, finished_run, small_stu
 @pytest.mark.parametrize("fmt", ["json", "vllm", "sglang", "hf", "trtllm"])
 def test_export_every_format(run, finished_run, fmt):
     path, _ = finished_run
-    result = run("export", str(path), "--pick", "max-throughput", "--format", fmt)
+    result = run("export", str(path), "--pick", "max-throughput", "--format", fmt, "--json")
     assert result.exit_code == 0, result.stderr
     config = json.loads(result.stdout)
     name = "export-max-throughput.json" if fmt == "json" else f"export-max-throughput.{fmt}.json"
-    assert (path / name).is_file()
+    assert json.loads((path / name).read_text()) == config
     if fmt != "json":
-        assert "unsupported" in config
+        assert config["engine_version"] and config["changes"] and config["realised"]["feasible"]
+        people = run("export", str(path), "--pick", "max-throughput", "--format", fmt).stdout
+        assert (config.get("command") or config["python"]).strip() in people and "searched" in people
+    if fmt == "trtllm":  # the options file the command names, beside the JSON (JSON is YAML)
+        options = path / "export-max-throughput.trtllm.yaml"
+        assert json.loads(options.read_text()) == {k: v for k, v in config["llm_kwargs"].items() if k != "model"}
+        assert options.name in config["command"]
+
+
+def test_export_all_writes_every_engine_for_every_pick(run, finished_run):
+    path, _ = finished_run
+    result = run("export", str(path), "--pick", "all", "--format", "all")
+    assert result.exit_code == 0, result.stderr
+    for pick in ("max-throughput", "min-energy", "knee"):
+        for fmt in ("vllm", "sglang", "hf", "trtllm"):
+            assert (path / f"export-{pick}.{fmt}.json").is_file()
+    assert "vLLM 0.33.0" in result.stdout and "TensorRT-LLM" in result.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--format", "vllm", "--engine-version", "0.20.0"), "--engine-version 0.20.0: vllm release not checked"),
+    (("--format", "all", "--engine-version", "0.33.0"), "--engine-version: give one engine's --format"),
+    (("--format", "all", "-o", "x.json"), "--output: one design and one format only"),
+    (("--pick", "knee", "--trial", "1"), "give --pick or --trial, not both"),
+])
+def test_export_refusals_are_one_line(run, finished_run, args, message):
+    path, _ = finished_run
+    result = run("export", str(path), *args)
+    assert result.exit_code == 2 and message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not list(path.glob("export-*"))  # nothing half-written
+
+
+def test_export_of_a_run_without_its_request_says_so(run, finished_run):
+    path, _ = finished_run
+    manifest = json.loads((path / "manifest.json").read_text())
+    del manifest["request"]
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    result = run("export", str(path), "--format", "vllm")
+    assert result.exit_code == 2 and "no 'request'" in result.stderr
+    assert run("export", str(path), "--format", "json").exit_code == 0  # our own format needs no re-pricing
 
 
 DESIGN = {"target": "qwen3-8b", "draft": "qwen3-0.6b",
@@ -69,35 +107,14 @@ DESIGN = {"target": "qwen3-8b", "draft": "qwen3-0.6b",
           "draft_source": "https://huggingface.co/Qwen/Qwen3-0.6B/blob/main/config.json", "draft_device": "v80",
           "draft_kind": "fpga", "verify_device": "rtx-4090", "schedule": "overlap-fill", "batch": 1,
           "family": "optimal", "depth": 2, "parents": [-1, 0, 0, 1], "ranks": [0, 0, 1, 0], "dynamic": False}
-CHAIN = {**DESIGN, "draft_kind": "gpu", "draft_device": "rtx-4090", "schedule": "sequential", "family": "chain",
-         "depth": 5, "parents": [-1, 0, 1, 2, 3, 4], "ranks": [0] * 6}
 
 
-def test_vllm_tree_length_matches_num_speculative_tokens():
-    # T15 (vLLM SpeculativeConfig, <= 0.20): the tree literal's length is num_speculative_tokens
-    config = engine_config(DESIGN, "vllm")["speculative_config"]
-    tree = ast.literal_eval(config["speculative_token_tree"])
-    assert config["num_speculative_tokens"] == len(tree) == 3 and tree == [(0,), (1,), (0, 0)]
-    assert config["model"] == "Qwen/Qwen3-0.6B" and hf_repo(DESIGN["target_source"]) == "Qwen/Qwen3-8B"
-    assert "speculative_token_tree" not in engine_config(CHAIN, "vllm")["speculative_config"]
-
-
-def test_sglang_topk_one_forces_steps_plus_one():
-    # T14: --speculative-eagle-topk 1 with --speculative-num-steps 5 forces --speculative-num-draft-tokens 6
-    flags = engine_config(CHAIN, "sglang")["flags"]
-    assert flags["--speculative-eagle-topk"] == 1 and flags["--speculative-num-steps"] == 5
-    assert flags["--speculative-num-draft-tokens"] == 6
-    tree = engine_config(DESIGN, "sglang")["flags"]
-    assert tree["--speculative-eagle-topk"] == 2 and tree["--speculative-num-draft-tokens"] == 4  # root counted
-
-
-def test_exports_say_what_the_engine_cannot_express():
-    notes = " ".join(engine_config(DESIGN, "vllm")["unsupported"])
+def test_json_export_lists_the_tree_as_paths_and_engines_say_what_they_cannot_express():
+    assert engine_config(DESIGN, "json")["choices"] == [[0], [1], [0, 0]]
+    assert hf_repo(DESIGN["target_source"]) == "Qwen/Qwen3-8B"
+    notes = " ".join(limits(DESIGN, "vLLM"))
     assert "FPGA" in notes and "overlap-fill" in notes
-    assert engine_config(CHAIN, "hf")["generate_kwargs"] == {
-        "assistant_model": "Qwen/Qwen3-0.6B", "num_assistant_tokens": 5, "num_assistant_tokens_schedule": "constant"}
-    assert engine_config(CHAIN, "trtllm")["DraftTargetDecodingConfig"]["max_draft_len"] == 5
-    assert engine_config(DESIGN, "trtllm")["EagleDecodingConfig"]["eagle_choices"] == [[0], [1], [0, 0]]
+    assert limits({**DESIGN, "draft_kind": "gpu", "draft_device": "rtx-4090", "schedule": "sequential"}, "vLLM") == []
 
 
 ADAPT_STUDY = """
@@ -128,6 +145,6 @@ def test_adapt_designs_are_searched_and_exported_as_their_expected_tree(run, tmp
     assert "hypervolume_fraction" not in json.loads(result.stdout)  # no exact front with Monte Carlo shapes
     trials = (tmp_path / "a" / "trials.csv").read_text()
     assert "adapt" in trials and "temperature" in trials
-    exported = json.loads(run("export", str(tmp_path / "a"), "--format", "json").stdout)
+    exported = json.loads(run("export", str(tmp_path / "a"), "--format", "json", "--json").stdout)
     assert exported["parents"][0] == -1 and len(exported["parents"]) > 1
     assert run("sweep", "--study", str(study), "--results-dir", str(tmp_path), "--run-id", "s").exit_code == 0
