@@ -122,7 +122,8 @@ def _summary_row(name: str, config: dict) -> list[str]:
 @click.option("--engine-version", help="The engine release to export for [default: the newest checked, "
               "hwdb/engine-support/ENGINE.toml].")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
-              help="Write here [default: RUN/export-PICK.FORMAT.json]; one design and one format only.")
+              help="Write here [default: RUN/export-PICK.FORMAT.json, RUN/export-PICK.json for json; trtllm also "
+              "writes its options file beside, .yaml]; one design and one format only.")
 @click.option("--json", "as_json", is_flag=True, help="Print the export(s) as JSON instead of the command(s).")
 @click.pass_context
 def export_cmd(ctx, run, pick, trial, fmt, engine_version, output, as_json):
@@ -143,14 +144,14 @@ def export_cmd(ctx, run, pick, trial, fmt, engine_version, output, as_json):
     for name, design in designs:
         for f in formats:
             out = _out_path(path, name, f, output)
-            options = out.with_suffix("").name + ".yaml"
+            options = str(out.with_name(out.with_suffix("").name + ".yaml"))  # as the command will find it
             config = engine_config(design, "json") if f == "json" else \
                 _engine_export(design, f, releases[f], pricer, options)
             configs.append((name, f, out, config))
     for name, f, out, config in configs:
         export.write_json(out, config)
         if f == "trtllm":
-            export.write_text(out.with_name(out.with_suffix("").name + ".yaml"), config["yaml"])
+            export.write_text(Path(config["options_file"]), config["yaml"])
     if as_json:
         emit_json(configs[0][3] if len(configs) == 1 else [c for *_, c in configs])
     elif fmt == "json":
@@ -160,12 +161,13 @@ def export_cmd(ctx, run, pick, trial, fmt, engine_version, output, as_json):
         _, f, out, config = configs[0]
         click.echo(config["command"] if "command" in config else config["python"].rstrip("\n"))
         click.echo(f"# {_summary_line(config)}")
-        click.echo(f"# wrote {out}" + (f" and {out.with_name(out.with_suffix('').name + '.yaml')}" if f == "trtllm" else ""))
+        click.echo(f"# wrote {out}" + (f" and {config['options_file']}" if f == "trtllm" else ""))
     else:
         emit_table([_summary_row(name, config) for name, _, _, config in configs],
-                   ["design", "engine", "searched", "realised", "tok/s/seq searched", "realised", "J/token searched",
-                    "realised"])
-        click.echo(f"wrote {len(configs)} exports to {path}/export-*.json")
+                   ["design", "engine", "searched", "realised", "searched tok/s/seq", "realised tok/s/seq",
+                    "searched J/token", "realised J/token"])
+        click.echo(f"wrote {len(configs)} exports to {path}/export-*.json (each one's command under 'command', "
+                   "or 'python' for transformers)")
 
 
 def _summary_line(config: dict) -> str:

@@ -20,6 +20,7 @@ from dfvg_dse.report.plots import plot_importance, plot_pareto
 from dfvg_dse.report.tables import pareto_info
 from dfvg_dse.search import SAMPLERS, param_importances, run_search, sweep_frame, trials_frame
 from dfvg_dse.search import study_exists
+from dfvg_dse.search.studies import JOURNAL
 from dfvg_dse.specs import InputError
 from dfvg_dse.specs.hardware import shorten
 
@@ -108,6 +109,18 @@ def _space(ctx, request: dict) -> tuple[SearchSpace, dict]:
     return result, chosen
 
 
+def _run_storage(path: Path) -> str:
+    """The run folder's own study: a journal file (issue 16: appending a line per trial costs a fifth of
+    an SQLite commit), or the SQLite file of a run made before it."""
+    older = path / "study.db"
+    return f"sqlite:///{older.resolve()}" if older.is_file() else f"{JOURNAL}{(path / 'study.journal').resolve()}"
+
+
+def plot_suffixes(svg: bool) -> tuple[str, ...]:
+    """The Pareto plot's files: PNG, and SVG when asked (it costs about as much again, issue 16)."""
+    return ("png", "svg") if svg else ("png",)
+
+
 def _progress(total: int, already: int, quiet: bool):
     if quiet or not sys.stderr.isatty():
         return None, None
@@ -122,7 +135,7 @@ def _progress(total: int, already: int, quiet: bool):
 
 
 def _finish_run(path: Path, study, space: SearchSpace, chosen: dict, request: dict, seed: int, sampler: str,
-                url: str, started: float, created: str) -> dict:
+                url: str, started: float, created: str, svg: bool = False) -> dict:
     """Every file of the run from its study, the manifest last: until it says finished, readers
     (export, pareto) refuse the folder, so a kill while these are written leaves no mixed run."""
     frame = trials_frame(study)
@@ -135,7 +148,7 @@ def _finish_run(path: Path, study, space: SearchSpace, chosen: dict, request: di
     recommended = {name: _design(frame.iloc[i], space, chosen) for name, i in info.picks.items()}
     export.write_json(path / "recommended.json", recommended)
     title = f"{chosen['target']} / {chosen['draft']}: {len(frame)} trials, {int(frame['feasible'].sum())} feasible"
-    for suffix in ("png", "svg"):
+    for suffix in plot_suffixes(svg):
         export.write_plot(path / f"pareto.{suffix}", lambda tmp: plot_pareto(info, tmp, title))
     importances = param_importances(study)
     if importances:
@@ -231,10 +244,11 @@ def _design(row, space: SearchSpace, chosen: dict) -> dict:
 @click.option("--force", is_flag=True, help="Replace an existing run folder.")
 @click.option("--n-workers", type=click.IntRange(1, 64), default=1, show_default=True, help="Local processes.")
 @click.option("--storage", help="Optuna RDB URL shared by workers (e.g. postgresql+psycopg2://user@host/db) [default: SQLite in the run].")
+@click.option("--svg", is_flag=True, help="Also write pareto.svg (vector; PNG alone by default).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout, no progress bar.")
 @click.pass_context
 def search_cmd(ctx, study, target, draft, acceptance, verify_device, draft_device, trials, seed, sampler, results_dir,
-               run_id, resume, force, n_workers, storage, as_json):
+               run_id, resume, force, n_workers, storage, svg, as_json):
     """Multi-objective search (tokens/s up, J/token down) over trees, schedules, batch and hardware."""
     started = time.time()
     base = export.results_dir(results_dir)
@@ -270,7 +284,7 @@ def search_cmd(ctx, study, target, draft, acceptance, verify_device, draft_devic
             raise InputError(f"a study named '{run_id}' already exists in {storage}; pass --resume to join it "
                              "or choose another --run-id")
     path = export.run_dir(base, run_id, force=force, resume=resume and not joining)
-    url = storage or f"sqlite:///{(path / 'study.db').resolve()}"
+    url = storage or _run_storage(path)
     # "running" until every file agrees (the manifest is written last); a resume keeps the creation time
     previous = export.read_manifest(path) if resume and not joining and (path / "manifest.json").is_file() else {}
     created = previous.get("created") or datetime.now(timezone.utc).isoformat()
@@ -285,7 +299,7 @@ def search_cmd(ctx, study, target, draft, acceptance, verify_device, draft_devic
     finally:
         if bar is not None:
             bar.render_finish()
-    summary = _finish_run(path, study_obj, space, chosen, request, seed, sampler, url, started, created)
+    summary = _finish_run(path, study_obj, space, chosen, request, seed, sampler, url, started, created, svg)
     export.drop_replaced(path)
     if as_json:
         emit_json(summary)
@@ -317,10 +331,11 @@ def search_cmd(ctx, study, target, draft, acceptance, verify_device, draft_devic
 @click.option("--force", is_flag=True, help="Replace an existing run folder.")
 @click.option("--compare", "compare_run", type=click.Path(file_okay=False), help="A search run to score against the exact front.")
 @click.option("--save-grid", is_flag=True, help="Also write every grid point (grid.csv).")
+@click.option("--svg", is_flag=True, help="Also write pareto.svg (vector; PNG alone by default).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.pass_context
 def sweep_cmd(ctx, study, target, draft, acceptance, verify_device, draft_device, results_dir, run_id, force,
-              compare_run, save_grid, as_json):
+              compare_run, save_grid, svg, as_json):
     """Evaluate the whole space on its grid (vectorised) and write the exact Pareto front."""
     started = time.time()
     space, chosen = _space(ctx, _request(ctx, study, target, draft, acceptance, verify_device, draft_device))
@@ -353,7 +368,7 @@ def sweep_cmd(ctx, study, target, draft, acceptance, verify_device, draft_device
         export.write_table(path / "pareto.csv", front)
         if save_grid:
             export.write_table(path / "grid.csv", grid)
-        for suffix in ("png", "svg"):
+        for suffix in plot_suffixes(svg):
             export.write_plot(path / f"pareto.{suffix}", lambda tmp: plot_pareto(info, tmp, title))
         export.write_json(path / "manifest.json", {"kind": "sweep", "version": __version__,
                                                    "created": datetime.now(timezone.utc).isoformat(),
@@ -374,8 +389,9 @@ def sweep_cmd(ctx, study, target, draft, acceptance, verify_device, draft_device
 
 @cli.command("pareto")
 @click.argument("run", type=click.Path(file_okay=False))
+@click.option("--svg", is_flag=True, help="Also write pareto.svg [default: when the run has one].")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
-def pareto_cmd(run, as_json):
+def pareto_cmd(run, svg, as_json):
     """Redraw a finished run's Pareto plots (pareto.png, pareto.svg) from its trials.csv."""
     path = Path(run)
     manifest, frame = export.read_run(path, sweeps=True)
@@ -384,11 +400,13 @@ def pareto_cmd(run, as_json):
     inputs = manifest.get("inputs", {})
     what = "grid points" if manifest.get("kind") == "sweep" else "trials"
     title = f"{inputs.get('target', '?')} / {inputs.get('draft', '?')}: {len(frame)} {what}"
-    for suffix in ("png", "svg"):
+    suffixes = plot_suffixes(svg or (path / "pareto.svg").is_file())
+    for suffix in suffixes:
         export.write_plot(path / f"pareto.{suffix}", lambda tmp: plot_pareto(info, tmp, title))
     summary = {"run_dir": str(path), "trials": len(frame), "pareto_size": len(info.front),
                "picks": {k: int(frame.iloc[i]["trial"]) if "trial" in frame else int(i) for k, i in info.picks.items()}}
     if as_json:
         emit_json(summary)
     else:
-        click.echo(f"redrew {path / 'pareto.png'} and .svg: {len(info.front)} points on the front")
+        also = " and .svg" if "svg" in suffixes else ""
+        click.echo(f"redrew {path / 'pareto.png'}{also}: {len(info.front)} points on the front")

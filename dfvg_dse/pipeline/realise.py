@@ -77,8 +77,9 @@ def realise(tree: TreeSpec, batch: int, support: EngineSupport, profile: Accepta
             changes.append(f"{support.display_name} verifies at most topk + (steps - 1) x topk^2 = {tokens} draft tokens "
                            f"at {depth} steps and top-{topk}: the {tree.budget}-token tree becomes its {tokens} best")
         changes.append(f"{support.display_name} grows its tree from the draft's top-{topk} scores; exported as steps "
-                       f"{depth}, top-{topk}, {tokens} draft tokens and priced as the tree SGLang's rule picks "
-                       "with the profile's rank probabilities")
+                       f"{depth}, top-{topk}, {tokens} draft tokens (--speculative-num-draft-tokens {tokens + 1}: SGLang "
+                       "counts the root) and priced as the tree SGLang's rule picks with the profile's rank "
+                       "probabilities")
     served = support.batch(batch)
     if served != batch:
         changes.append(f"{support.display_name} serves speculative decoding at batch {support.max_batch} only: batch "

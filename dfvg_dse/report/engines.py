@@ -104,6 +104,7 @@ def _trtllm(names: dict, settings: dict, realised: dict) -> dict:
                "--extra_llm_api_options", settings["options_file"]]
     # JSON is YAML (1.2; PyYAML's safe_load reads it): the options file needs no YAML writer
     return {"command": shlex.join(command), "yaml": json.dumps(options, indent=2) + "\n",
+            "options_file": settings["options_file"],
             "llm_kwargs": {"model": names["target"], **options}}
 
 

@@ -27,7 +27,7 @@ import optuna
 from dfvg_dse.pipeline.grid import SearchSpace
 from dfvg_dse.pipeline.pareto import pareto_mask
 from dfvg_dse.search.designs import make_objective, neighbours
-from dfvg_dse.search.studies import (DIRECTIONS, OWNER_ATTR, STORAGE_ERRORS, Lease, _storage_error,
+from dfvg_dse.search.studies import (DIRECTIONS, JOURNAL, OWNER_ATTR, STORAGE_ERRORS, Lease, _storage_error,
                                      close_expired_leases, completed, open_study, storage)
 from dfvg_dse.specs import InputError
 
@@ -122,6 +122,9 @@ def _sync(memory: optuna.Study, persistent: optuna.Study, seen: set, mine: set) 
     return len(trials)
 
 
+# TODO(issue 16): storage is off the hot path (journal, 2,000 trials in 9 s of CPU, docs/search.md);
+# next: evaluate small grids exactly and seed Optuna from the grid's front, keep NSGA-II's bookkeeping
+# linear in trials (_Refiner copies every trial each round), a 10^8-point benchmark space.
 def work(space: SearchSpace, url: str, name: str, n_trials: int, sampler: str = "nsga2", seed: int = 0,
          stop: Callable[[], bool] = lambda: False, on_trial: Callable[[int], None] | None = None,
          share: tuple[int, int] = (0, 1)) -> None:
@@ -133,7 +136,7 @@ def work(space: SearchSpace, url: str, name: str, n_trials: int, sampler: str = 
     objective, refiner = make_objective(space), _Refiner(memory, space, share)
     lease = Lease(persistent, store, n_trials)
     seen, mine, done, written = set(), set(), 0, 0
-    shared = share[1] > 1 or not url.startswith("sqlite")  # others may write to the study meanwhile
+    shared = share[1] > 1 or not url.startswith(("sqlite", JOURNAL))  # others may write to the study meanwhile
     try:
         while not stop():
             if lease.left() <= 0:
@@ -167,12 +170,12 @@ def work(space: SearchSpace, url: str, name: str, n_trials: int, sampler: str = 
 
 
 def _worker(space: SearchSpace, url: str, name: str, n_trials: int, sampler: str, seed: int, share: tuple[int, int],
-            stop, errors) -> None:
+            stop, errors, parent: int) -> None:
     """A worker process: Ctrl-C goes to the parent, which sets `stop`; a worker whose parent died
-    (kill -9, SIGTERM) stops too; an InputError goes back as text."""
+    (kill -9, SIGTERM) stops too, even one still starting when it died (the parent's pid is passed
+    in, not read here); an InputError goes back as text."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    parent = os.getppid()
     try:
         work(space, url, name, n_trials, sampler, seed, lambda: stop.is_set() or os.getppid() != parent, share=share)
     except InputError as err:
@@ -253,7 +256,7 @@ def run_search(space: SearchSpace, url: str, name: str, n_trials: int, seed: int
     stop, errors = context.Event(), context.SimpleQueue()
     seeds = [(seed + i) % 2**32 for i in range(n_workers)]  # numpy's seed range
     workers = [context.Process(target=_worker, args=(space, url, name, n_trials, sampler, s, (i, n_workers), stop,
-                                                     errors)) for i, s in enumerate(seeds) if i]
+                                                     errors, os.getpid())) for i, s in enumerate(seeds) if i]
     try:
         with _interrupts_ignored():  # children start with SIGINT ignored: Ctrl-C during their imports is the parent's
             for w in workers:

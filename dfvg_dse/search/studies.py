@@ -48,15 +48,50 @@ COMPLETE, RUNNING, FAIL = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialS
 def _storage_error(url: str, err: Exception, doing: str) -> InputError:
     cause = err.__cause__ or err.__context__ or err  # optuna wraps the driver's own reason
     text = (str(cause).strip() or type(cause).__name__).splitlines()[0]
-    where = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else f"--storage {url}"  # the run's own file
+    where = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else url.removeprefix(JOURNAL) \
+        if url.startswith(JOURNAL) else f"--storage {url}"  # the run's own file
     return InputError(f"{where}: cannot {doing}: {text}")
 
 
 STORAGE_ERRORS = (optuna.exceptions.StorageInternalError, OSError)
 
 
-def storage(url: str) -> optuna.storages.RDBStorage:
-    """An RDB storage (SQLite file, PostgreSQL, any SQLAlchemy URL); a bad URL is one InputError line."""
+JOURNAL = "journal:"  # a journal file: journal:PATH
+LOCK_GRACE_S = 10.0  # a journal lock older than this was left by a killed writer (an append takes milliseconds)
+
+
+def _cut_torn_line(path: str, lock) -> None:
+    """A kill -9 in the middle of an append leaves a torn last line. Optuna skips it while it is
+    the last line but refuses the file once another follows, so it is cut off, under the writers'
+    lock, before the journal is opened: only a trial that was never completed is in it."""
+    try:
+        with open(path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            whole = size == 0 or (f.seek(size - 1) >= 0 and f.read(1) == b"\n")
+    except FileNotFoundError:
+        return
+    if whole:
+        return
+    lock.acquire()
+    try:
+        with open(path, "r+b") as f:
+            data = f.read()
+            f.truncate(data.rfind(b"\n") + 1)
+    finally:
+        lock.release()
+
+
+def storage(url: str) -> optuna.storages.BaseStorage:
+    """A journal file (journal:PATH) or an RDB storage (SQLite file, PostgreSQL, any SQLAlchemy URL);
+    a bad URL is one InputError line."""
+    if url.startswith(JOURNAL):
+        path = url.removeprefix(JOURNAL)
+        try:
+            lock = optuna.storages.journal.JournalFileOpenLock(path, grace_period=LOCK_GRACE_S)
+            _cut_torn_line(path, lock)
+            return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(path, lock_obj=lock))
+        except Exception as err:  # noqa: BLE001 (an unreadable or unwritable file, a foreign file)
+            raise _storage_error(url, err, "open it") from None
     try:
         return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 60}}
                                           if url.startswith("sqlite") else {})

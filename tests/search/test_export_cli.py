@@ -25,9 +25,9 @@ def finished_run(run, tmp_path, small_study):
 
 def test_search_writes_the_run_folder(finished_run):
     path, summary = finished_run
-    for name in ("manifest.json", "trials.csv", "pareto.csv", "pareto.png", "pareto.svg", "recommended.json",
-                 "study.db"):
+    for name in ("manifest.json", "trials.csv", "pareto.csv", "pareto.png", "recommended.json", "study.journal"):
         assert (path / name).is_file(), name
+    assert not (path / "pareto.svg").exists()  # PNG alone unless --svg (issue 16: the SVG costs as much again)
     manifest = json.loads((path / "manifest.json").read_text())
     assert manifest["seed"] == 0 and manifest["inputs"]["target"] == "qwen3-8b" and "version" in manifest
     assert summary["trials"] == 60 and 0 < summary["hypervolume_fraction"] <= 1.0 + 1e-9
@@ -45,6 +45,11 @@ def test_pareto_redraws_and_sweep_scores_the_search(run, finished_run, small_stu
     path, _ = finished_run
     (path / "pareto.png").unlink()
     assert run("pareto", str(path)).exit_code == 0 and (path / "pareto.png").stat().st_size > 10_000
+    assert not (path / "pareto.svg").exists()
+    assert run("pareto", str(path), "--svg").exit_code == 0 and (path / "pareto.svg").read_text().startswith("<?xml")
+    (path / "pareto.png").unlink()
+    redrawn = run("pareto", str(path))  # a run with an SVG keeps it current
+    assert redrawn.exit_code == 0 and "and .svg" in redrawn.stdout and (path / "pareto.png").is_file()
     sweep = json.loads(run("sweep", "--study", str(small_study), "--results-dir", str(tmp_path), "--run-id", "s1",
                            "--compare", str(path), "--json").stdout)
     assert sweep["grid_points"] > 100 and 0 < sweep["hypervolume_fraction"] <= 1.0 + 1e-9

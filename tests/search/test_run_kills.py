@@ -9,11 +9,10 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import tempfile
-from collections import Counter
+from collections import Counter  # noqa: F401 (the type of what _trials returns)
 from pathlib import Path
 
 import pandas as pd
@@ -22,6 +21,7 @@ from hypothesis import given, settings, strategies as st
 
 from dfvg_dse.export import is_finished
 from dfvg_dse.files import TEMPORARY
+from studyfile import completed_trials as _trials  # tests/search/studyfile.py
 
 EXAMPLES = 6
 STUDY = """
@@ -41,28 +41,6 @@ fpga_clocks_mhz = [300.0]
 """
 STEP = st.tuples(st.sampled_from(["new", "resume", "force"]), st.integers(5, 60),
                  st.one_of(st.none(), st.floats(0.3, 7.0)))
-
-
-def _trials(db: Path) -> Counter:
-    """Completed trials as (params, values) of a study file, read without optuna."""
-    if not db.is_file():
-        return Counter()
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30) as c:
-        try:
-            rows = c.execute("SELECT trial_id FROM trials WHERE state = 'COMPLETE'").fetchall()
-            params = c.execute("SELECT trial_id, param_name, param_value FROM trial_params").fetchall()
-            values = c.execute("SELECT trial_id, objective, value FROM trial_values").fetchall()
-        except sqlite3.Error:  # killed before the schema existed
-            return Counter()
-    ids = {r[0] for r in rows}
-    key = {i: ([], []) for i in ids}
-    for i, name, value in sorted(params):
-        if i in ids:
-            key[i][0].append((name, value))
-    for i, _, value in sorted(values):
-        if i in ids:
-            key[i][1].append(value)
-    return Counter((tuple(p), tuple(v)) for p, v in key.values())
 
 
 def _step(base: Path, study: Path, op: str, trials: int, kill_after: float | None) -> int | None:
@@ -85,7 +63,7 @@ def _check_folder(run: Path) -> None:
     if is_finished(run):
         manifest = json.loads((run / "manifest.json").read_text())
         frame = pd.read_csv(run / "trials.csv")
-        assert len(frame) == manifest["summary"]["trials"] == sum(_trials(run / "study.db").values())
+        assert len(frame) == manifest["summary"]["trials"] == sum(_trials(run / "study.journal").values())
         assert (run / "recommended.json").is_file() and (run / "pareto.png").stat().st_size > 0
 
 
@@ -99,11 +77,11 @@ def test_killed_runs_stay_consistent(steps):
         run, aside = base / "r", base / ".r.replaced"
         finished: Counter | None = None  # the trials of the last finished run
         for op, trials, kill_after in steps:
-            before = _trials(run / "study.db")
+            before = _trials(run / "study.journal")
             code = _step(base, study, op, trials, kill_after)
             killed = code == -signal.SIGKILL
             assert killed or code in (0, 2)
-            after = _trials(run / "study.db")
+            after = _trials(run / "study.journal")
             if op == "resume" and code != 2:
                 assert not before - after  # nothing completed was lost or changed
             if not killed and code == 0:
@@ -111,15 +89,15 @@ def test_killed_runs_stay_consistent(steps):
                 assert is_finished(run) and not aside.exists()
                 finished = after
             elif op == "force" and finished is not None:  # the last finished run survives somewhere, whole
-                kept = [_trials(p / "study.db") for p in (run, aside) if is_finished(p)]
+                kept = [_trials(p / "study.journal") for p in (run, aside) if is_finished(p)]
                 assert any(not finished - k for k in kept)
             for p in (run, aside):
                 if p.is_dir():
                     _check_folder(p)
         if not run.is_dir():
             return
-        total = max(sum(_trials(run / "study.db").values()), 1) + 5
+        total = max(sum(_trials(run / "study.journal").values()), 1) + 5
         assert _step(base, study, "resume", total, None) == 0
-        assert sum(_trials(run / "study.db").values()) == total and is_finished(run)
+        assert sum(_trials(run / "study.journal").values()) == total and is_finished(run)
         _check_folder(run)
         assert not [p for p in run.iterdir() if TEMPORARY.match(p.name)]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -18,7 +17,9 @@ import pytest
 
 from dfvg_dse import export
 from dfvg_dse.search import completed, run_search
+from dfvg_dse.search.studies import storage
 from dfvg_dse.specs import InputError
+from studyfile import states as _states  # tests/search/studyfile.py
 
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
 
@@ -27,19 +28,11 @@ def _search(*args: str) -> list[str]:
     return [sys.executable, "-m", "dfvg_dse", "search", *args]
 
 
-def _states(db: Path) -> dict:
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as connection:
-        return dict(connection.execute("SELECT state, COUNT(*) FROM trials GROUP BY state").fetchall())
-
-
 def _wait_for_trials(db: Path, count: int, process: subprocess.Popen, seconds: float = 120) -> None:
     deadline = time.time() + seconds
     while time.time() < deadline and process.poll() is None:
-        try:
-            if _states(db).get("COMPLETE", 0) >= count:
-                return
-        except sqlite3.Error:  # not created yet
-            pass
+        if _states(db).get("COMPLETE", 0) >= count:
+            return
         time.sleep(0.1)
     listing = sorted(str(p.relative_to(db.parent.parent)) for p in db.parent.parent.rglob("*"))
     raise AssertionError(f"{db}: fewer than {count} trials (process ended: {process.poll()}); {listing}")
@@ -62,14 +55,14 @@ def _three_processes(first: list[str], joining: list[list[str]], db: Path | None
 
 
 @pytest.mark.slow
-def test_three_processes_on_one_sqlite_study_stop_at_the_target(tmp_path, small_study):
+def test_three_processes_on_one_run_study_stop_at_the_target(tmp_path, small_study):
     common = ["--study", str(small_study), "--trials", "150", "--results-dir", str(tmp_path), "--run-id", "s",
               "--json"]
-    results = _three_processes(_search(*common), [_search(*common, "--resume")] * 2, tmp_path / "s" / "study.db")
+    results = _three_processes(_search(*common), [_search(*common, "--resume")] * 2, tmp_path / "s" / "study.journal")
     for r in results:
         assert r.returncode == 0, r.stderr[-2000:]
         assert json.loads(r.stdout)["trials"] == 150
-    assert _states(tmp_path / "s" / "study.db")["COMPLETE"] == 150  # was 3 x what each saw left
+    assert _states(tmp_path / "s" / "study.journal")["COMPLETE"] == 150  # was 3 x what each saw left
 
 
 @pytest.mark.slow
@@ -85,11 +78,28 @@ def test_three_processes_on_one_postgresql_study_stop_at_the_target(tmp_path, sm
 
 
 @pytest.mark.slow
-def test_local_workers_share_the_count(small_space, tmp_path):
-    study = run_search(small_space, f"sqlite:///{tmp_path / 'w.db'}", "w", 90, seed=0, n_workers=3)
+@pytest.mark.parametrize("url", ["sqlite:///{}/w.db", "journal:{}/w.journal"], ids=["sqlite", "journal"])
+def test_local_workers_share_the_count(small_space, tmp_path, url):
+    url = url.format(tmp_path)
+    study = run_search(small_space, url, "w", 90, seed=0, n_workers=3)
     assert completed(study) == 90
-    again = run_search(small_space, f"sqlite:///{tmp_path / 'w.db'}", "w", 100, seed=0, resume=True, n_workers=2)
+    again = run_search(small_space, url, "w", 100, seed=0, resume=True, n_workers=2)
     assert completed(again) == 100
+
+
+def test_a_torn_journal_line_is_cut_before_a_resume(small_space, tmp_path):
+    """A kill -9 in the middle of an append leaves half a line; optuna would refuse the journal once
+    another line follows, so opening it cuts the torn line (a trial that never completed)."""
+    url = f"journal:{tmp_path / 't.journal'}"
+    study = run_search(small_space, url, "t", 20, seed=0)
+    kept = {(json.dumps(t.params, sort_keys=True), t.values[0]) for t in study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))}
+    journal = tmp_path / "t.journal"
+    with journal.open("ab") as f:
+        f.write(b'{"op_code":4,"worker_id":"killed","study_id":0,"datetime_start":"2026-')  # torn mid-append
+    again = run_search(small_space, url, "t", 30, seed=0, resume=True)
+    assert completed(again) == 30 and journal.read_bytes().endswith(b"\n")
+    after = {(json.dumps(t.params, sort_keys=True), t.values[0]) for t in again.get_trials(states=(optuna.trial.TrialState.COMPLETE,))}
+    assert kept <= after  # nothing completed was lost
 
 
 def _kill_when(process: subprocess.Popen, db: Path, count: int) -> None:
@@ -105,7 +115,7 @@ def test_resume_without_run_id_takes_the_run_started_last(run, tmp_path, small_s
     b = subprocess.Popen(_search("--study", str(small_study), "--trials", "5000", "--results-dir", str(tmp_path),
                                  "--run-id", "b", "--json"), env=ENV, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL)
-    _kill_when(b, tmp_path / "b" / "study.db", 10)
+    _kill_when(b, tmp_path / "b" / "study.journal", 10)
     resumed = run("search", "--resume", "--trials", "30", "--results-dir", str(tmp_path), "--json")
     assert resumed.exit_code == 0, resumed.stderr
     assert Path(json.loads(resumed.stdout)["run_dir"]).name == "b"  # not the finished run a
@@ -165,7 +175,7 @@ def test_force_after_a_killed_force_through_the_cli(run, tmp_path, small_study):
         p = subprocess.Popen(_search(*args, "--trials", "5000", "--force"), env=ENV, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
         time.sleep(0.5)
-        _kill_when(p, results / "f" / "study.db", 5)
+        _kill_when(p, results / "f" / "study.journal", 5)
     again = run("search", *args, "--trials", "20", "--force")
     assert again.exit_code == 0, again.stderr
     assert sorted(p.name for p in results.iterdir()) == ["f"]
@@ -186,7 +196,7 @@ def test_ctrl_c_stops_every_worker(tmp_path, small_study, to_group):
     p = subprocess.Popen(_search("--study", str(small_study), "--trials", "100000", "--results-dir", str(tmp_path),
                                  "--run-id", "c", "--n-workers", "2"), env=ENV, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, start_new_session=True)
-    db = tmp_path / "c" / "study.db"
+    db = tmp_path / "c" / "study.journal"
     _wait_for_trials(db, 40, p)
     os.killpg(p.pid, signal.SIGINT) if to_group else p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=60)
@@ -238,9 +248,9 @@ def test_a_killed_process_frees_its_slots_at_once(tmp_path, small_study):
     p = subprocess.Popen(_search("--study", str(small_study), "--trials", "5000", "--results-dir", str(tmp_path),
                                  "--run-id", "k", "--json"), env=ENV, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL)
-    db = tmp_path / "k" / "study.db"
+    db = tmp_path / "k" / "study.journal"
     _kill_when(p, db, 10)
-    study = optuna.load_study(study_name="k", storage=f"sqlite:///{db}")
+    study = optuna.load_study(study_name="k", storage=storage(f"journal:{db}"))
     assert _states(db).get("RUNNING", 0) == 1  # its lease is still open ...
     assert ledger(study).outstanding == {}  # ... but counts for nothing: its process is gone
 
@@ -250,7 +260,7 @@ def test_workers_stop_when_their_parent_is_killed(tmp_path, small_study):
     p = subprocess.Popen(_search("--study", str(small_study), "--trials", "100000", "--results-dir", str(tmp_path),
                                  "--run-id", "orphans", "--n-workers", "2"), env=ENV, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL)
-    db = tmp_path / "orphans" / "study.db"
+    db = tmp_path / "orphans" / "study.journal"
     _kill_when(p, db, 40)
     time.sleep(2)  # a worker notices between two trials
     before = _states(db)

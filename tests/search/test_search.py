@@ -18,6 +18,8 @@ from dfvg_dse.pipeline import estimate
 from dfvg_dse.pipeline.grid import SCHEDULE_CHOICES, build_grid, build_shapes, evaluate_points, point_config
 from dfvg_dse.pipeline.pareto import hypervolume, pareto_mask
 from dfvg_dse.search import completed, run_search, sweep_frame, trials_frame
+from dfvg_dse.search.studies import storage
+from studyfile import states  # tests/search/studyfile.py
 
 
 @given(st.lists(st.tuples(st.floats(0, 100), st.floats(0, 100)), min_size=1, max_size=40))
@@ -88,32 +90,19 @@ def test_resume_continues_to_the_target_without_losing_trials(small_space, tmp_p
     assert completed(again) == 60 and not before - after
 
 
-def _completed_in(db) -> int:
-    """Completed trials in Optuna's SQLite schema, read without Optuna (the writer is live)."""
-    import sqlite3
-
-    if not db.exists():
-        return 0
-    try:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1) as connection:
-            return connection.execute("SELECT COUNT(*) FROM trials WHERE state = 'COMPLETE'").fetchone()[0]
-    except sqlite3.Error:  # the schema may not exist yet
-        return 0
-
-
 @pytest.mark.slow
 def test_kill_9_then_resume_loses_no_completed_trial(tmp_path, small_study):
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     command = [sys.executable, "-m", "dfvg_dse", "search", "--study", str(small_study), "--trials", "2000",
                "--results-dir", str(tmp_path), "--run-id", "killed", "--json"]
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    db = tmp_path / "killed" / "study.db"
+    db = tmp_path / "killed" / "study.journal"
     deadline = time.time() + 120
-    while _completed_in(db) < 30 and time.time() < deadline and process.poll() is None:
+    while states(db).get("COMPLETE", 0) < 30 and time.time() < deadline and process.poll() is None:
         time.sleep(0.2)
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
-    study = optuna.load_study(study_name="killed", storage=f"sqlite:///{db}")
+    study = optuna.load_study(study_name="killed", storage=storage(f"journal:{db}"))
     before = Counter((json.dumps(t.params, sort_keys=True), tuple(t.values))
                      for t in study.get_trials(states=(optuna.trial.TrialState.COMPLETE,)))
     n_before = sum(before.values())
@@ -122,7 +111,7 @@ def test_kill_9_then_resume_loses_no_completed_trial(tmp_path, small_study):
                               str(n_before + 20), "--results-dir", str(tmp_path), "--run-id", "killed",
                               "--resume", "--json"], capture_output=True, text=True, env=env, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    study = optuna.load_study(study_name="killed", storage=f"sqlite:///{db}")
+    study = optuna.load_study(study_name="killed", storage=storage(f"journal:{db}"))
     after = Counter((json.dumps(t.params, sort_keys=True), tuple(t.values))
                     for t in study.get_trials(states=(optuna.trial.TrialState.COMPLETE,)))
     assert not before - after and sum(after.values()) == n_before + 20  # nothing completed was lost
