@@ -1,4 +1,4 @@
-"""Workers on one SQLite study (issue 13, item 7): `search --trials N` on the default space with
+"""Workers on one run study (issue 13, item 7; a journal file since issue 16): `search --trials N` on the default space with
 one process and with `--n-workers 3`, alternated, through the command line (start-up included).
 Prints median wall and CPU seconds of each, their ratio, and the completed trials each run left
 (always exactly N: the leases of dfvg_dse/search/studies.py). Asserts nothing about time.
@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -32,9 +31,8 @@ def one_run(base: Path, run_id: str, trials: int, workers: int) -> tuple[float, 
     cpu, start = _children_cpu_s(), time.perf_counter()
     out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
     wall, cpu = time.perf_counter() - start, _children_cpu_s() - cpu
-    with sqlite3.connect(base / run_id / "study.db") as db:
-        done = db.execute("SELECT COUNT(*) FROM trials WHERE state = 'COMPLETE'").fetchone()[0]
-    return wall, cpu, done, json.loads(out).get("hypervolume_fraction", float("nan"))
+    summary = json.loads(out)  # its trials: the study's completed trials, read back from the journal
+    return wall, cpu, summary["trials"], summary.get("hypervolume_fraction", float("nan"))
 
 
 def main() -> None:

@@ -57,7 +57,7 @@ STORAGE_ERRORS = (optuna.exceptions.StorageInternalError, OSError)
 
 
 JOURNAL = "journal:"  # a journal file: journal:PATH
-LOCK_GRACE_S = 10.0  # a journal lock older than this was left by a killed writer (an append takes milliseconds)
+LOCK_GRACE_S = 10  # a journal lock older than this was left by a killed writer (an append takes milliseconds)
 
 
 def _cut_torn_line(path: str, lock) -> None:

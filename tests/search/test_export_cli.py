@@ -153,3 +153,10 @@ def test_adapt_designs_are_searched_and_exported_as_their_expected_tree(run, tmp
     exported = json.loads(run("export", str(tmp_path / "a"), "--format", "json", "--json").stdout)
     assert exported["parents"][0] == -1 and len(exported["parents"]) > 1
     assert run("sweep", "--study", str(study), "--results-dir", str(tmp_path), "--run-id", "s").exit_code == 0
+
+
+def test_a_run_folder_keeps_the_storage_it_was_made_with(tmp_path):
+    from dfvg_dse.cli.search import _run_storage
+    assert _run_storage(tmp_path) == f"journal:{(tmp_path / 'study.journal').resolve()}"  # since issue 16
+    (tmp_path / "study.db").write_bytes(b"")  # a run made before: its SQLite study stays its storage
+    assert _run_storage(tmp_path) == f"sqlite:///{(tmp_path / 'study.db').resolve()}"
