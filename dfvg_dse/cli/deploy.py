@@ -72,12 +72,7 @@ class _Pricer:
 
     def space(self, cost_profile: str):
         if cost_profile not in self.spaces:
-            saved = self.ctx.obj.get("engine")
-            self.ctx.obj["engine"] = cost_profile
-            try:
-                self.spaces[cost_profile] = _space(self.ctx, self.request)
-            finally:
-                self.ctx.obj["engine"] = saved
+            self.spaces[cost_profile] = _space(self.ctx, self.request, catalog_of(self.ctx).with_engine(cost_profile))
         return self.spaces[cost_profile]
 
 

@@ -37,9 +37,10 @@ def _request(ctx, study: str | None, target, draft, acceptance, verify: tuple, d
             "engine": ctx.obj.get("engine")}
 
 
-def _space(ctx, request: dict) -> tuple[SearchSpace, dict]:
-    """A SearchSpace from the shipped defaults, the checked study document and the flags (flags win)."""
-    catalog = catalog_of(ctx)
+def _space(ctx, request: dict, catalog=None) -> tuple[SearchSpace, dict]:
+    """A SearchSpace from the shipped defaults, the checked study document and the flags (flags win);
+    GPUs priced by `catalog`'s engine (default: the command's)."""
+    catalog = catalog or catalog_of(ctx)
     doc, study = request["study"], request["study_path"] or "study"
     target, draft, acceptance = request["target"], request["draft"], request["acceptance"]
     verify, drafts = request["verify"], request["drafts"]
@@ -243,7 +244,7 @@ def _design(row, space: SearchSpace, chosen: dict) -> dict:
 @click.option("--resume", is_flag=True, help="Continue a run (after a crash or kill) up to --trials.")
 @click.option("--force", is_flag=True, help="Replace an existing run folder.")
 @click.option("--n-workers", type=click.IntRange(1, 64), default=1, show_default=True, help="Local processes.")
-@click.option("--storage", help="Optuna RDB URL shared by workers (e.g. postgresql+psycopg2://user@host/db) [default: SQLite in the run].")
+@click.option("--storage", help="Optuna RDB URL shared by workers (e.g. postgresql+psycopg2://user@host/db) [default: a journal file in the run, study.journal].")
 @click.option("--svg", is_flag=True, help="Also write pareto.svg (vector; PNG alone by default).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout, no progress bar.")
 @click.pass_context
