@@ -26,7 +26,7 @@ def _children_cpu_s() -> float:
 
 def one_run(base: Path, run_id: str, trials: int, workers: int) -> tuple[float, float, int, float]:
     """(wall s, CPU s of the process and its workers, completed trials, hypervolume fraction)."""
-    command = [sys.executable, "-m", "dfvg_dse", "search", "--trials", str(trials), "--results-dir", str(base),
+    command = [sys.executable, "-m", "dfvg_dse", "search", "--method", "optuna", "--trials", str(trials), "--results-dir", str(base),
                "--run-id", run_id, "--n-workers", str(workers), "--json"]
     cpu, start = _children_cpu_s(), time.perf_counter()
     out = subprocess.run(command, capture_output=True, text=True, check=True).stdout

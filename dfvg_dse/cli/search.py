@@ -20,6 +20,7 @@ from dfvg_dse.report.plots import plot_importance, plot_pareto
 from dfvg_dse.report.tables import pareto_info
 from dfvg_dse.search import SAMPLERS, param_importances, run_search, sweep_frame, trials_frame
 from dfvg_dse.search import study_exists
+from dfvg_dse.search.run import METHODS, Plan, plan_search
 from dfvg_dse.search.studies import JOURNAL
 from dfvg_dse.specs import InputError
 from dfvg_dse.specs.hardware import shorten
@@ -28,13 +29,14 @@ DEFAULTS = {"target": "qwen3-8b", "draft": "qwen3-0.6b", "target_dtype": "float1
             "verify_devices": ["rtx-4090"], "draft_devices": ["v80", "u280", "rtx-4090", "xeon-silver-4310"]}
 
 
-def _request(ctx, study: str | None, target, draft, acceptance, verify: tuple, drafts: tuple) -> dict:
+def _request(ctx, study: str | None, target, draft, acceptance, verify: tuple, drafts: tuple,
+             method: str | None = None) -> dict:
     """What the user asked for: the study file, checked and typed (Catalog.read_study), and the flags
     (kept in the manifest for --resume)."""
     choices = {"families": FAMILIES, "schedules": SCHEDULE_CHOICES}
     return {"study": catalog_of(ctx).read_study(study, choices) if study else {}, "study_path": study,
             "target": target, "draft": draft, "acceptance": acceptance, "verify": list(verify), "drafts": list(drafts),
-            "engine": ctx.obj.get("engine")}
+            "engine": ctx.obj.get("engine"), **({"method": method} if method else {})}
 
 
 def _space(ctx, request: dict, catalog=None) -> tuple[SearchSpace, dict]:
@@ -136,7 +138,7 @@ def _progress(total: int, already: int, quiet: bool):
 
 
 def _finish_run(path: Path, study, space: SearchSpace, chosen: dict, request: dict, seed: int, sampler: str,
-                url: str, started: float, created: str, svg: bool = False) -> dict:
+                url: str, started: float, created: str, plan: Plan, svg: bool = False) -> dict:
     """Every file of the run from its study, the manifest last: until it says finished, readers
     (export, pareto) refuse the folder, so a kill while these are written leaves no mixed run."""
     frame = trials_frame(study)
@@ -148,13 +150,16 @@ def _finish_run(path: Path, study, space: SearchSpace, chosen: dict, request: di
     export.write_table(path / "pareto.csv", frame.iloc[info.front])
     recommended = {name: _design(frame.iloc[i], space, chosen) for name, i in info.picks.items()}
     export.write_json(path / "recommended.json", recommended)
-    title = f"{chosen['target']} / {chosen['draft']}: {len(frame)} trials, {int(frame['feasible'].sum())} feasible"
+    title = f"{chosen['target']} / {chosen['draft']}: " + (
+        f"exact front of {plan.grid_points:,} grid points" if plan.method == "exact" else
+        f"{len(frame)} trials, {int(frame['feasible'].sum())} feasible")
     for suffix in plot_suffixes(svg):
         export.write_plot(path / f"pareto.{suffix}", lambda tmp: plot_pareto(info, tmp, title))
     importances = param_importances(study)
     if importances:
         export.write_plot(path / "importance.png", lambda tmp: plot_importance(importances, tmp, title))
-    summary = {"run_dir": str(path), "trials": len(frame), "feasible": int(frame["feasible"].sum()),
+    summary = {"run_dir": str(path), "method": plan.method, "method_why": plan.why, "grid_points": plan.grid_points,
+               "trials": len(frame), "feasible": int(frame["feasible"].sum()),
                "pareto_size": len(info.front), "storage": url, "seconds": round(time.time() - started, 3),
                "recommended": {k: {"tokens_per_s": v["expected"]["tokens_per_s"],
                                    "tokens_per_s_per_sequence": v["expected"]["tokens_per_s_per_sequence"],
@@ -166,14 +171,11 @@ def _finish_run(path: Path, study, space: SearchSpace, chosen: dict, request: di
     if not recommended:
         reasons = frame.loc[~frame["feasible"], "reason"].value_counts()
         summary["no_feasible_design"] = str(reasons.index[0]) if len(reasons) else "no trial completed"
-    if "adapt" not in space.families and recommended:  # the exact front is cheap: how much of it was found
-        grid = sweep_frame(space)
-        feasible = grid[grid["feasible"]]
-        exact = feasible[["tokens_per_s_per_sequence", "j_per_token"]].to_numpy()
-        reference = (0.0, float(exact[:, 1].max()) * 1.1)
+    if "adapt" not in space.families and recommended and plan.front is not None and plan.front.feasible:
+        # the whole grid was evaluated (a small space): how much of its exact front the trials hold
+        reference = (0.0, plan.front.worst_j_per_token * 1.1)
         found = frame[frame["feasible"]][["tokens_per_s_per_sequence", "j_per_token"]].to_numpy()
-        summary["grid_points"] = len(grid)
-        summary["hypervolume_fraction"] = hypervolume(found, reference) / hypervolume(exact, reference) \
+        summary["hypervolume_fraction"] = hypervolume(found, reference) / hypervolume(plan.front.values, reference) \
             if len(found) else 0.0
     manifest = {"kind": "search", "status": "finished", "version": __version__, "created": created,
                 "finished": datetime.now(timezone.utc).isoformat(), "seed": seed, "sampler": sampler, "storage": url, "inputs": chosen, "request": request,
@@ -236,7 +238,11 @@ def _design(row, space: SearchSpace, chosen: dict) -> dict:
 @click.option("--acceptance", help="Acceptance SPEC [default: pair:TARGET/DRAFT].")
 @click.option("--verify-device", multiple=True, help="Verifier choices (repeat) [default: rtx-4090].")
 @click.option("--draft-device", multiple=True, help="Drafter choices (repeat) [default: v80, u280, rtx-4090, xeon].")
-@click.option("--trials", type=click.IntRange(1, 10**6), default=500, show_default=True)
+@click.option("--method", type=click.Choice(METHODS), default="auto", show_default=True,
+              help="exact: every grid point; seeded: a grid sample's front, then the sampler; optuna: the sampler "
+                   "alone; auto: exact up to 200,000 grid points, else seeded.")
+@click.option("--trials", type=click.IntRange(1, 10**6), default=500, show_default=True,
+              help="Trials of a sampled search (an exact one writes its front).")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Worker i of --n-workers uses SEED + i.")
 @click.option("--sampler", type=click.Choice(SAMPLERS), default="nsga2", show_default=True)
 @click.option("--results-dir", help="Where runs go [env DFVG_DSE_RESULTS_DIR; default ./results].")
@@ -248,14 +254,14 @@ def _design(row, space: SearchSpace, chosen: dict) -> dict:
 @click.option("--svg", is_flag=True, help="Also write pareto.svg (vector; PNG alone by default).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout, no progress bar.")
 @click.pass_context
-def search_cmd(ctx, study, target, draft, acceptance, verify_device, draft_device, trials, seed, sampler, results_dir,
-               run_id, resume, force, n_workers, storage, svg, as_json):
+def search_cmd(ctx, study, target, draft, acceptance, verify_device, draft_device, method, trials, seed, sampler,
+               results_dir, run_id, resume, force, n_workers, storage, svg, as_json):
     """Multi-objective search (tokens/s up, J/token down) over trees, schedules, batch and hardware."""
     started = time.time()
     base = export.results_dir(results_dir)
     run_id = run_id or (export.latest_run(base) if resume else
                         "search-" + datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S"))
-    request = _request(ctx, study, target, draft, acceptance, verify_device, draft_device)
+    request = _request(ctx, study, target, draft, acceptance, verify_device, draft_device, method)
     joining = resume and storage is not None and not (base / run_id).is_dir()  # another machine's study
     if resume and not joining:
         # the space the run was started with (none when it was killed before its manifest was written)
@@ -263,12 +269,16 @@ def search_cmd(ctx, study, target, draft, acceptance, verify_device, draft_devic
             else None
         given = study or target or draft or acceptance or verify_device or draft_device or \
             ctx.get_parameter_source("engine") is click.core.ParameterSource.COMMANDLINE
-        if saved is not None and isinstance(saved, dict):  # runs before engine profiles priced with the roofline
-            saved = {**saved, "engine": saved.get("engine", "roofline")}
+        if saved is not None and isinstance(saved, dict):  # runs before engine profiles priced with the roofline,
+            saved = {"method": "optuna", **saved, "engine": saved.get("engine", "roofline")}  # before plans sampled
         if saved is None and not given:
             raise InputError(f"{base / run_id}: its manifest has no saved request; pass the same --study and flags")
-        if given and saved is not None and {k: v for k, v in request.items() if k != "study_path"} != \
-                {k: v for k, v in saved.items() if k != "study_path"}:
+        if ctx.get_parameter_source("method") is click.core.ParameterSource.COMMANDLINE and saved is not None \
+                and saved.get("method") != method:
+            raise InputError(f"--resume: run '{run_id}' was started with --method {saved.get('method')}; resume with "
+                             "that one, or with none")
+        if given and saved is not None and {k: v for k, v in request.items() if k not in ("study_path", "method")} != \
+                {k: v for k, v in saved.items() if k not in ("study_path", "method")}:
             raise InputError(f"--resume: the study file or flags differ from those run '{run_id}' started with; "
                              "resume with the same ones, or with none")
         if saved is not None:  # a manifest may be old or edited by hand: its study is checked like a file
@@ -280,6 +290,12 @@ def search_cmd(ctx, study, target, draft, acceptance, verify_device, draft_devic
         request = saved or request
         ctx.obj["engine"] = request["engine"]  # a resumed run keeps the engine it started with
     space, chosen = _space(ctx, request)
+    plan = plan_search(space, request.get("method", "optuna"), trials, seed)
+    warnings = [f"--trials {trials} not used: {plan.why}; the exact front's {len(plan.queue)} designs are the "
+                "run's trials (--method seeded or optuna samples instead)"] \
+        if plan.method == "exact" and ctx.get_parameter_source("trials") is click.core.ParameterSource.COMMANDLINE \
+        else []
+    trials = plan.trials(trials)
     if storage and not resume:  # a bad URL or a taken study name fails before any folder is touched
         if study_exists(storage, run_id):
             raise InputError(f"a study named '{run_id}' already exists in {storage}; pass --resume to join it "
@@ -296,18 +312,21 @@ def search_cmd(ctx, study, target, draft, acceptance, verify_device, draft_devic
     if resume and not joining and not storage and not study_exists(url, run_id):
         resume = False  # killed before its study was created: start it in the folder
     try:
-        study_obj = run_search(space, url, run_id, trials, seed, sampler, resume, n_workers, advance)
+        study_obj = run_search(space, url, run_id, trials, seed, sampler, resume, n_workers, advance, plan.queue)
     finally:
         if bar is not None:
             bar.render_finish()
-    summary = _finish_run(path, study_obj, space, chosen, request, seed, sampler, url, started, created, svg)
+    summary = _finish_run(path, study_obj, space, chosen, request, seed, sampler, url, started, created, plan, svg)
     export.drop_replaced(path)
+    for line in warnings:  # once the run is complete: a refused command says one line, its error
+        click.echo(f"warning: {line}", err=True)
     if as_json:
         emit_json(summary)
         return
     click.echo(f"{summary['trials']} trials ({summary['feasible']} feasible), {summary['pareto_size']} on the Pareto "
                f"front, in {summary['seconds']:.1f} s -> {path}")
-    if "hypervolume_fraction" in summary:
+    click.echo(f"method: {plan.method}, {plan.why}")
+    if "hypervolume_fraction" in summary and plan.method != "exact":
         click.echo(f"hypervolume of the front: {100 * summary['hypervolume_fraction']:.2f}% of the exact front over "
                    f"{summary['grid_points']:,} grid points")
     for name, rec in summary["recommended"].items():

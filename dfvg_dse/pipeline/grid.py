@@ -25,6 +25,7 @@ import numpy as np
 from dfvg_dse.costs import (device_forward_cost, link_time, memory_fit, processor_forward_cost, tree_draft_time_s,
                             tree_verify_cost)
 from dfvg_dse.pipeline.energy import device_energy_j
+from dfvg_dse.pipeline.pareto import pareto_mask
 from dfvg_dse.pipeline.estimate import estimate
 from dfvg_dse.pipeline.rounds import static_tokens_and_hit
 from dfvg_dse.pipeline.schedule import overlap_cycle
@@ -187,8 +188,8 @@ def evaluate_points(space: SearchSpace, shapes: list[Shape], drafts: list[Device
                     verify_idx, schedule_idx, batch) -> Evaluation:
     """Closed-form objectives of many points at once (indices into shapes, drafts, space.verify_devices,
     SCHEDULE_CHOICES); vectorised within each (draft, verify, batch) combination."""
-    shape_idx, draft_idx, verify_idx, schedule_idx, batch = (np.atleast_1d(np.asarray(a)) for a in (
-        shape_idx, draft_idx, verify_idx, schedule_idx, batch))
+    arrays = (np.atleast_1d(np.asarray(a)) for a in (shape_idx, draft_idx, verify_idx, schedule_idx, batch))
+    shape_idx, draft_idx, verify_idx, schedule_idx, batch = np.broadcast_arrays(*arrays)  # a scalar: every point
     n = len(shape_idx)
     out = {name: np.full(n, np.nan) for name in Evaluation._fields if name not in ("feasible", "reason")}
     feasible, reason = np.ones(n, dtype=bool), np.full(n, "", dtype=object)
@@ -197,9 +198,12 @@ def evaluate_points(space: SearchSpace, shapes: list[Shape], drafts: list[Device
     pairs_all = np.array([s.pairs for s in shapes])
     hit_all = np.array([s.hit for s in shapes])
     maxw_all = np.array([s.max_width for s in shapes])
-    combos = np.unique(np.stack([draft_idx, verify_idx, batch], axis=1), axis=0)
-    for d_i, v_i, b in combos:
-        m = np.flatnonzero((draft_idx == d_i) & (verify_idx == v_i) & (batch == b))
+    combos, group = np.unique(np.stack([draft_idx, verify_idx, batch], axis=1), axis=0, return_inverse=True)
+    group = group.ravel()
+    order = np.argsort(group, kind="stable")  # the points of each combination, in their order
+    bounds = np.searchsorted(group[order], np.arange(len(combos) + 1))
+    for g, (d_i, v_i, b) in enumerate(combos):
+        m = order[bounds[g]:bounds[g + 1]]
         drafter, verifier, b = drafts[d_i], space.verify_devices[v_i], int(b)
         same = drafter.name == verifier.name
         s, k = shape_idx[m], schedule_idx[m]
@@ -271,18 +275,120 @@ class Grid(NamedTuple):
     batch: np.ndarray
 
 
+def _dims(space: SearchSpace, shapes: list, drafts: list) -> tuple[int, ...]:
+    """The grid's axes before same-device points off the sequential schedule are dropped: shapes,
+    drafter variants, verifiers, schedules, batches (C order: batch varies fastest)."""
+    return (len(shapes), len(drafts), len(space.verify_devices), len(space.schedules), len(space.batches))
+
+
+def grid_points(space: SearchSpace, shapes: list[Shape], drafts: list, flat: np.ndarray) -> Grid:
+    """The grid points at flat indices of the axes of `_dims` (any order, no repeats), less those where
+    one device drafts and verifies off the sequential schedule (only that schedule exists there)."""
+    s, d, v, k, b = np.unravel_index(np.asarray(flat, dtype=np.int64), _dims(space, shapes, drafts))
+    schedules = np.array([SCHEDULE_CHOICES.index(x) for x in space.schedules], dtype=np.int64)
+    batches = np.asarray(space.batches, dtype=np.int64)
+    same = np.array([[dv.name == vv.name for vv in space.verify_devices] for dv, _, _ in drafts], dtype=bool)
+    keep = ~same[d, v] | (schedules[k] == SCHEDULE_CHOICES.index("sequential"))
+    return Grid(shapes, drafts, s[keep], d[keep], v[keep], schedules[k][keep], batches[b][keep])
+
+
 def build_grid(space: SearchSpace, shapes: list[Shape] | None = None) -> Grid:
     """The full grid: every shape x drafter variant x verifier x schedule x batch (one schedule,
     sequential, where draft and verify share a device)."""
     shapes = shapes if shapes is not None else build_shapes(space)[0]
     drafts = draft_variants(space)
-    schedules = [SCHEDULE_CHOICES.index(s) for s in space.schedules]
-    mesh = [a.ravel() for a in np.meshgrid(np.arange(len(shapes)), np.arange(len(drafts)),
-                                           np.arange(len(space.verify_devices)), schedules, space.batches,
-                                           indexing="ij")]
-    same = np.array([[d.name == v.name for v in space.verify_devices] for d, _, _ in drafts])[mesh[1], mesh[2]]
-    keep = ~same | (mesh[3] == SCHEDULE_CHOICES.index("sequential"))
-    return Grid(shapes, drafts, *(a[keep] for a in mesh))
+    return grid_points(space, shapes, drafts, np.arange(math.prod(_dims(space, shapes, drafts))))
+
+
+def grid_size(space: SearchSpace, shapes: list[Shape]) -> int:
+    """How many points build_grid would make, without making them."""
+    drafts = draft_variants(space)
+    pairs = len(drafts) * len(space.verify_devices)
+    same = sum(dv.name == vv.name for dv, _, _ in drafts for vv in space.verify_devices)
+    per_pair = len(shapes) * len(space.batches)
+    return per_pair * ((pairs - same) * len(space.schedules) + same * ("sequential" in space.schedules))
+
+
+def grid_chunks(space: SearchSpace, shapes: list[Shape], points: int = 200_000):
+    """The full grid in pieces of about `points` (whole (drafter, verifier) pairs, so each piece
+    prices few hardware combinations), for scans that must not hold the grid in memory."""
+    drafts = draft_variants(space)
+    dims = _dims(space, shapes, drafts)
+    pairs = dims[1] * dims[2]
+    per_pair = dims[0] * dims[3] * dims[4]
+    step = max(1, points // per_pair)
+    inner = np.arange(per_pair)  # (shape, schedule, batch) offsets of one (drafter, verifier) pair
+    s, k, b = np.unravel_index(inner, (dims[0], dims[3], dims[4]))
+    for start in range(0, pairs, step):
+        pair = np.arange(start, min(pairs, start + step))
+        d, v = np.unravel_index(pair, (dims[1], dims[2]))
+        flat = np.ravel_multi_index((np.tile(s, len(pair)), np.repeat(d, per_pair),
+                                     np.repeat(v, per_pair), np.tile(k, len(pair)),
+                                     np.tile(b, len(pair))), dims)
+        yield grid_points(space, shapes, drafts, flat)
+
+
+SAMPLE_POINTS_PER_COMBO = 200  # pricing a (drafter, verifier, batch) costs about as much as 200 points
+
+
+def sample_grid(space: SearchSpace, shapes: list[Shape], count: int, seed: int) -> Grid:
+    """About `count` grid points drawn at random (seeded), or the whole grid when it is no larger:
+    hardware combinations (drafter variant, verifier, batch) first, then tree shapes and schedules
+    within each, SAMPLE_POINTS_PER_COMBO of them, since pricing one combination costs as much as
+    that many points (same-device points off the sequential schedule are dropped, as in build_grid)."""
+    if count >= grid_size(space, shapes):
+        return build_grid(space, shapes)
+    drafts = draft_variants(space)
+    n_shape, n_draft, n_verify, n_schedule, n_batch = dims = _dims(space, shapes, drafts)
+    rng = np.random.default_rng(seed)
+    inner = n_shape * n_schedule
+    per = min(inner, SAMPLE_POINTS_PER_COMBO, count)
+    combos = rng.choice(n_draft * n_verify * n_batch, size=min(n_draft * n_verify * n_batch, -(-count // per)),
+                        replace=False)
+    d, v, b = np.unravel_index(combos, (n_draft, n_verify, n_batch))
+    picks = np.argsort(rng.random((len(combos), inner)), axis=1)[:, :per]  # distinct within each combination
+    s, k = np.unravel_index(picks.ravel(), (n_shape, n_schedule))
+    flat = np.ravel_multi_index((s, np.repeat(d, per), np.repeat(v, per), k, np.repeat(b, per)), dims)
+    return grid_points(space, shapes, drafts, flat[:count])
+
+
+def evaluate_grid(space: SearchSpace, grid: Grid) -> Evaluation:
+    """evaluate_points over a Grid's index arrays."""
+    return evaluate_points(space, grid.shapes, [d for d, _, _ in grid.drafts], grid.shape_idx, grid.draft_idx,
+                           grid.verify_idx, grid.schedule_idx, grid.batch)
+
+
+class GridFront(NamedTuple):
+    """The non-dominated feasible points of a scan over grid points (tokens/s per sequence up, J/token down)."""
+
+    grid: Grid  # the front's points
+    values: np.ndarray  # (n, 2): tokens/s per sequence, J/token
+    points: int  # points evaluated
+    feasible: int
+    worst_j_per_token: float  # over every feasible point evaluated (the hypervolume's reference); nan if none
+
+
+def grid_front(space: SearchSpace, grids) -> GridFront:
+    """Evaluate grids one after another, keeping only the running front (memory: one piece at a time).
+    Of points with equal objectives the first evaluated stays."""
+    kept, values, points, feasible, worst = None, np.empty((0, 2)), 0, 0, -np.inf
+    for grid in grids:
+        ev = evaluate_grid(space, grid)
+        ok = np.flatnonzero(ev.feasible)
+        points, feasible = points + len(ev.feasible), feasible + len(ok)
+        if not len(ok):
+            kept = kept or Grid(grid.shapes, grid.drafts, *(a[:0] for a in grid[2:]))
+            continue
+        worst = max(worst, float(ev.j_per_token[ok].max()))
+        new = Grid(grid.shapes, grid.drafts, *(a[ok] for a in grid[2:]))
+        both = new if kept is None else Grid(grid.shapes, grid.drafts,
+                                             *(np.concatenate([x, y]) for x, y in zip(kept[2:], new[2:])))
+        values = np.concatenate([values, np.stack([ev.tokens_per_s_per_sequence[ok], ev.j_per_token[ok]], axis=1)])
+        mask = pareto_mask(values)
+        kept, values = Grid(both.shapes, both.drafts, *(a[mask] for a in both[2:])), values[mask]
+    if kept is None:
+        raise ValueError("grid_front: no grid points")
+    return GridFront(kept, values, points, feasible, worst if feasible else float("nan"))
 
 
 def point_config(space: SearchSpace, shape: Shape, drafter: DeviceSpec, verifier: DeviceSpec, schedule: str,

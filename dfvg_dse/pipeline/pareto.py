@@ -8,12 +8,10 @@ import numpy as np
 def pareto_mask(values: np.ndarray) -> np.ndarray:
     """Non-dominated rows of `values` (n, 2) where column 0 is maximised and column 1 minimised."""
     order = np.lexsort((values[:, 1], -values[:, 0]))  # best throughput first, then least energy
+    energy = values[order, 1]
+    best_before = np.concatenate([[np.inf], np.fmin.accumulate(energy)[:-1]]) if len(energy) else energy
     mask = np.zeros(len(values), dtype=bool)
-    best_energy = np.inf
-    for i in order:
-        if values[i, 1] < best_energy:
-            mask[i] = True
-            best_energy = values[i, 1]
+    mask[order] = energy < best_before  # less energy than every faster (or equally fast, listed earlier) point
     return mask
 
 

@@ -16,8 +16,9 @@ import numpy as np
 import optuna
 import pandas as pd
 
-from dfvg_dse.pipeline.grid import (SCHEDULE_CHOICES, SearchSpace, adapt_estimate, adapt_rule, build_grid,
-                                    build_shapes, draft_variants, evaluate_points, fpga_variant, shape_key)
+from dfvg_dse.pipeline.grid import (SCHEDULE_CHOICES, Grid, SearchSpace, adapt_estimate, adapt_rule, build_grid,
+                                    build_shapes, evaluate_grid, evaluate_points, fpga_variant,
+                                    shape_key)
 from dfvg_dse.specs import DecodeConfig, SystemSpec
 from dfvg_dse.tree import greedy_tree
 
@@ -66,6 +67,30 @@ def suggest_point(trial: optuna.Trial, space: SearchSpace) -> dict:
     return point
 
 
+def grid_designs(space: SearchSpace, grid: Grid) -> list[dict]:
+    """The grid's points as the parameters suggest_point names (what enqueue_trial takes): the
+    inverse of evaluate_point's lookup, so each design evaluates to its grid point."""
+    designs = []
+    for s_i, d_i, v_i, k_i, batch in zip(grid.shape_idx, grid.draft_idx, grid.verify_idx, grid.schedule_idx,
+                                         grid.batch):
+        shape = grid.shapes[s_i]
+        width, depth, budget = (int(x) for x in shape.params[:3])
+        point = {"family": shape.family, "depth": depth}
+        if shape.family == "optimal":  # the DP tree is the one without a cap (its key's width is its budget)
+            point["width_cap"], point["budget"] = (0 if width == budget else width), budget
+        elif shape.family != "chain":
+            point["width"] = width
+        device, pe_fraction, clock_mhz = grid.drafts[d_i]
+        base, verifier = device.name.split("@")[0], space.verify_devices[v_i].name
+        point.update(batch=int(batch), draft_device=base, verify_device=verifier)
+        if base != verifier:
+            point["schedule"] = SCHEDULE_CHOICES[int(k_i)]
+        if device.fpga is not None:
+            point["fpga_pe_fraction"], point["fpga_clock_mhz"] = float(pe_fraction), float(clock_mhz)
+        designs.append(point)
+    return designs
+
+
 ORDERED = ("depth", "width", "width_cap", "budget", "threshold", "window_ratio", "temperature", "batch",
            "fpga_pe_fraction", "fpga_clock_mhz")
 
@@ -104,6 +129,36 @@ def neighbours(params: dict, space: SearchSpace) -> list[dict]:
     return out
 
 
+TABLE_AFTER_VISITS = 2  # a hardware combination asked this often is priced for every shape and schedule at once
+MAX_TABLES = 256  # combinations held so (about 70 kB each on the default space)
+
+
+@lru_cache(maxsize=8)
+def _combinations(space: SearchSpace) -> dict:
+    """Per (drafter, PE share, clock, verifier, batch) of a space: how often it was asked, then its table."""
+    return {}
+
+
+def _static_evaluation(space: SearchSpace, point: dict, drafter, verify_idx: int, index: int) -> tuple:
+    """(Evaluation, position) of a static design. Pricing one point costs about as much as pricing a
+    combination's every shape and schedule at once, and a search asks most combinations again and
+    again: from the second visit on, a combination's table answers (issue 16)."""
+    shapes, schedule = prepare(space).shapes, SCHEDULE_CHOICES.index(point["schedule"])
+    tables = _combinations(space)
+    combo = (point["draft_device"], point.get("fpga_pe_fraction"), point.get("fpga_clock_mhz"), verify_idx,
+             point["batch"])
+    entry = tables.get(combo, 0)
+    if isinstance(entry, int):
+        if entry + 1 < TABLE_AFTER_VISITS or len(tables) >= 4 * MAX_TABLES and \
+                sum(not isinstance(v, int) for v in tables.values()) >= MAX_TABLES:
+            tables[combo] = entry + 1
+            return evaluate_points(space, shapes, [drafter], index, 0, verify_idx, schedule, point["batch"]), 0
+        k = len(SCHEDULE_CHOICES)
+        entry = tables[combo] = evaluate_points(space, shapes, [drafter], np.repeat(np.arange(len(shapes)), k), 0,
+                                                verify_idx, np.tile(np.arange(k), len(shapes)), point["batch"])
+    return entry, index * len(SCHEDULE_CHOICES) + schedule
+
+
 def evaluate_point(space: SearchSpace, point: dict) -> dict:
     """Objectives, constraints and diagnostics of one design (a dict as suggest_point makes)."""
     drafter = next(d for d in space.draft_devices if d.name == point["draft_device"])
@@ -120,10 +175,9 @@ def evaluate_point(space: SearchSpace, point: dict) -> dict:
         return {"feasible": False, "reason": "no such tree in the space (too many nodes or a duplicate shape)",
                 "tokens_per_s": INFEASIBLE_VALUES[0], "tokens_per_s_per_sequence": INFEASIBLE_VALUES[0],
                 "j_per_token": INFEASIBLE_VALUES[1], "constraints": (1.0, 1.0, 1.0)}
-    ev = evaluate_points(space, shapes, [drafter], index, 0, verify_idx, SCHEDULE_CHOICES.index(point["schedule"]),
-                         point["batch"])
-    record = {name: float(value[0]) for name, value in ev._asdict().items() if name not in ("feasible", "reason")}
-    record["feasible"], record["reason"] = bool(ev.feasible[0]), str(ev.reason[0])
+    ev, at = _static_evaluation(space, point, drafter, verify_idx, index)
+    record = {name: float(value[at]) for name, value in ev._asdict().items() if name not in ("feasible", "reason")}
+    record["feasible"], record["reason"] = bool(ev.feasible[at]), str(ev.reason[at])
     placement = 1.0 if ("two devices" in record["reason"] or "no link" in record["reason"]) else -1.0
     record["constraints"] = (record["constraint_width"], record["constraint_memory_bytes"] / 1e9, placement)
     record["parents"], record["ranks"] = list(shapes[index].parents), list(shapes[index].ranks)
@@ -171,13 +225,22 @@ CONSTRAINT_NAMES = ("width_over_lanes", "memory_over_capacity_gb", "placement") 
 
 
 def make_objective(space: SearchSpace):
+    """The trial function. A design asked again (a sampler revisits about half its designs by 20,000
+    trials on the default space) is priced once: its record is kept, keyed by the design."""
+    priced: dict[tuple, tuple] = {}
+
     def objective(trial: optuna.Trial) -> tuple[float, float]:
         point = suggest_point(trial, space)
-        record = {**point, **evaluate_point(space, point)}  # the full design, derived values included
-        for name, value in zip(CONSTRAINT_NAMES, record.pop("constraints")):
+        key = tuple(sorted(point.items()))
+        if key not in priced:
+            record = {**point, **evaluate_point(space, point)}  # the full design, derived values included
+            constraints = record.pop("constraints")
+            priced[key] = (constraints, json.dumps(record), (record[OBJECTIVE_NAMES[0]], record[OBJECTIVE_NAMES[1]]))
+        constraints, text, values = priced[key]
+        for name, value in zip(CONSTRAINT_NAMES, constraints):
             trial.set_constraint(name, value)  # feasible when every value is <= 0
-        trial.set_user_attr("record", json.dumps(record))  # one write per trial, not one per field
-        return record[OBJECTIVE_NAMES[0]], record[OBJECTIVE_NAMES[1]]
+        trial.set_user_attr("record", text)  # one write per trial, not one per field
+        return values
     return objective
 
 
@@ -196,9 +259,8 @@ def sweep_frame(space: SearchSpace) -> pd.DataFrame:
     ADAPT needs a Monte Carlo run per point and is left to the search)."""
     prepared = prepare(space)
     grid = build_grid(space, prepared.shapes)
-    drafts = draft_variants(space)
-    ev = evaluate_points(space, prepared.shapes, [d for d, _, _ in drafts], grid.shape_idx, grid.draft_idx,
-                         grid.verify_idx, grid.schedule_idx, grid.batch)
+    drafts = grid.drafts
+    ev = evaluate_grid(space, grid)
     shapes = prepared.shapes
     frame = pd.DataFrame({
         "family": [shapes[i].family for i in range(len(shapes))],

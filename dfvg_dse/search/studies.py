@@ -157,13 +157,55 @@ def _live(trial: optuna.trial.FrozenTrial, oldest: datetime.datetime) -> bool:
             and trial.datetime_start > oldest and not _holder_gone(trial.user_attrs.get(HOLDER_ATTR)))
 
 
+class StudyTally:
+    """A study's trials, each finished one read once (issue 16: reading the whole study at every lease
+    renewal made a search quadratic in its trials): the completed count, the trials written against
+    each lease, the unfinished trials (leases) to look at again, and the completed trials not yet taken."""
+
+    def __init__(self, study: optuna.Study):
+        self.study = study
+        self.read_to = 0  # trials before this position have been placed
+        self.unfinished: set[int] = set()  # positions of trials that were not finished when read
+        self.complete = 0
+        self.written: Counter = Counter()  # lease number -> completed trials written against it
+        self.fresh: list = []  # completed trials not yet taken
+
+    def update(self) -> list:
+        trials = self.study.get_trials(deepcopy=False)  # references, in trial-number order
+        for i in range(self.read_to, len(trials)):
+            if trials[i].state.is_finished():
+                self._count(trials[i])
+            else:
+                self.unfinished.add(i)
+        self.read_to = len(trials)
+        for i in [i for i in self.unfinished if trials[i].state.is_finished()]:
+            self.unfinished.discard(i)
+            self._count(trials[i])
+        return trials
+
+    def _count(self, trial: optuna.trial.FrozenTrial) -> None:
+        if trial.state == COMPLETE:
+            self.complete += 1
+            self.written[trial.user_attrs.get(OWNER_ATTR)] += 1
+            self.fresh.append(trial)
+
+    def ledger(self) -> Ledger:
+        """Completed trials and the live leases' outstanding counts."""
+        trials = self.update()
+        oldest = _now() - datetime.timedelta(seconds=LEASE_TTL_S)
+        live = {trials[i].number: max(0, int(trials[i].user_attrs[LEASE_ATTR]) - self.written[trials[i].number])
+                for i in self.unfinished if _live(trials[i], oldest)}
+        return Ledger(self.complete, live)
+
+    def take(self) -> list:
+        """The completed trials read since the last take."""
+        taken, self.fresh = self.fresh, []
+        return taken
+
+
 def ledger(study: optuna.Study) -> Ledger:
     """Completed trials and the live leases' outstanding counts, from one read of the study."""
-    trials = study.get_trials(deepcopy=False, states=(COMPLETE, RUNNING))
-    written = Counter(t.user_attrs.get(OWNER_ATTR) for t in trials if t.state == COMPLETE)
-    oldest = _now() - datetime.timedelta(seconds=LEASE_TTL_S)
-    live = {t.number: max(0, int(t.user_attrs[LEASE_ATTR]) - written[t.number]) for t in trials if _live(t, oldest)}
-    return Ledger(sum(1 for t in trials if t.state == COMPLETE), live)
+    return StudyTally(study).ledger()
 
 
 class Lease:
@@ -171,6 +213,7 @@ class Lease:
 
     def __init__(self, study: optuna.Study, store: optuna.storages.RDBStorage, target: int):
         self.study, self.store, self.target = study, store, target
+        self.tally = StudyTally(study)
         self.trial_id = self.number = None
         self.size = self.written = 0
         self.started = 0.0
@@ -183,18 +226,18 @@ class Lease:
         """Hold a lease with at least one slot; None when the study has reached its target (or
         `stop()` turned true while waiting for a slot that another process holds)."""
         if self.left() > 0:
-            return ledger(self.study)
+            return self.tally.ledger()
         return self._renew(stop)
 
     def _renew(self, stop=lambda: False) -> Ledger | None:
         self.release()
         while not stop():
-            book = ledger(self.study)
+            book = self.tally.ledger()
             if book.complete >= self.target:
                 return None
             free = self.target - book.complete - sum(book.outstanding.values())
             if free > 0 and self._grant(min(LEASE_MAX, free)):
-                return ledger(self.study)
+                return self.tally.ledger()
             time.sleep(WAIT_S)  # the last slots are leased by others: wait for them (or their expiry)
         return None
 
@@ -204,7 +247,7 @@ class Lease:
         self.trial_id = self.store.create_new_trial(study_id, template_trial=template)
         self.number = self.store.get_trial_number_from_id(self.trial_id)
         self.started, self.size, self.written = time.monotonic(), size, 0
-        book = ledger(self.study)  # now that it is in the ledger: what the leases before it leave
+        book = self.tally.ledger()  # now that it is in the ledger: what the leases before it leave
         room = self.target - book.complete - sum(n for k, n in book.outstanding.items() if k < self.number)
         if room < size:
             if room <= 0:

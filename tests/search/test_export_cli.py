@@ -17,7 +17,7 @@ def run():
 
 @pytest.fixture
 def finished_run(run, tmp_path, small_study):
-    result = run("search", "--study", str(small_study), "--trials", "60", "--results-dir", str(tmp_path),
+    result = run("search", "--method", "optuna", "--study", str(small_study), "--trials", "60", "--results-dir", str(tmp_path),
                  "--run-id", "r1", "--json")
     assert result.exit_code == 0, result.stderr
     return tmp_path / "r1", json.loads(result.stdout)
@@ -36,7 +36,7 @@ def test_search_writes_the_run_folder(finished_run):
 
 def test_an_existing_run_is_never_overwritten_silently(run, finished_run, small_study):
     path, _ = finished_run
-    again = run("search", "--study", str(small_study), "--trials", "5", "--results-dir", str(path.parent),
+    again = run("search", "--method", "optuna", "--study", str(small_study), "--trials", "5", "--results-dir", str(path.parent),
                 "--run-id", "r1")
     assert again.exit_code == 2 and "already exists; pass --force" in again.stderr
 
@@ -144,7 +144,7 @@ fpga_clocks_mhz = [300.0]
 def test_adapt_designs_are_searched_and_exported_as_their_expected_tree(run, tmp_path):
     study = tmp_path / "adapt.toml"
     study.write_text(ADAPT_STUDY)
-    result = run("search", "--study", str(study), "--trials", "20", "--results-dir", str(tmp_path), "--run-id", "a",
+    result = run("search", "--method", "optuna", "--study", str(study), "--trials", "20", "--results-dir", str(tmp_path), "--run-id", "a",
                  "--json")
     assert result.exit_code == 0, result.stderr
     assert "hypervolume_fraction" not in json.loads(result.stdout)  # no exact front with Monte Carlo shapes

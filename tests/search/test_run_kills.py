@@ -44,7 +44,7 @@ STEP = st.tuples(st.sampled_from(["new", "resume", "force"]), st.integers(5, 60)
 
 
 def _step(base: Path, study: Path, op: str, trials: int, kill_after: float | None) -> int | None:
-    args = [sys.executable, "-m", "dfvg_dse", "search", "--study", str(study), "--trials", str(trials),
+    args = [sys.executable, "-m", "dfvg_dse", "search", "--method", "optuna", "--study", str(study), "--trials", str(trials),
             "--results-dir", str(base), "--run-id", "r", "--json"]
     args += {"new": [], "resume": ["--resume"], "force": ["--force"]}[op]
     process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

@@ -25,7 +25,7 @@ ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
 
 
 def _search(*args: str) -> list[str]:
-    return [sys.executable, "-m", "dfvg_dse", "search", *args]
+    return [sys.executable, "-m", "dfvg_dse", "search", "--method", "optuna", *args]
 
 
 def _wait_for_trials(db: Path, count: int, process: subprocess.Popen, seconds: float = 120) -> None:
@@ -110,20 +110,20 @@ def _kill_when(process: subprocess.Popen, db: Path, count: int) -> None:
 
 @pytest.mark.slow
 def test_resume_without_run_id_takes_the_run_started_last(run, tmp_path, small_study):
-    assert run("search", "--study", str(small_study), "--trials", "20", "--results-dir", str(tmp_path),
+    assert run("search", "--method", "optuna", "--study", str(small_study), "--trials", "20", "--results-dir", str(tmp_path),
                "--run-id", "a", "--json").exit_code == 0
     b = subprocess.Popen(_search("--study", str(small_study), "--trials", "5000", "--results-dir", str(tmp_path),
                                  "--run-id", "b", "--json"), env=ENV, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL)
     _kill_when(b, tmp_path / "b" / "study.journal", 10)
-    resumed = run("search", "--resume", "--trials", "30", "--results-dir", str(tmp_path), "--json")
+    resumed = run("search", "--method", "optuna", "--resume", "--trials", "30", "--results-dir", str(tmp_path), "--json")
     assert resumed.exit_code == 0, resumed.stderr
     assert Path(json.loads(resumed.stdout)["run_dir"]).name == "b"  # not the finished run a
     assert json.loads((tmp_path / "a" / "manifest.json").read_text())["summary"]["trials"] == 20
 
 
 def test_a_run_being_rewritten_is_marked_until_every_file_agrees(run, tmp_path, small_study, monkeypatch):
-    args = ["search", "--study", str(small_study), "--results-dir", str(tmp_path), "--run-id", "x", "--json"]
+    args = ["search", "--method", "optuna", "--study", str(small_study), "--results-dir", str(tmp_path), "--run-id", "x", "--json"]
     assert run(*args, "--trials", "20").exit_code == 0
     finished = json.loads((tmp_path / "x" / "manifest.json").read_text())
 
@@ -182,7 +182,7 @@ def test_force_after_a_killed_force_through_the_cli(run, tmp_path, small_study):
 
 
 def test_resume_removes_temporary_files_a_kill_left(run, tmp_path, small_study):
-    args = ["search", "--study", str(small_study), "--results-dir", str(tmp_path), "--run-id", "t", "--json"]
+    args = ["search", "--method", "optuna", "--study", str(small_study), "--results-dir", str(tmp_path), "--run-id", "t", "--json"]
     assert run(*args, "--trials", "10").exit_code == 0
     stray = tmp_path / "t" / ".pareto.png.999999999.k2x_9abc.png"  # a writer that was killed
     stray.write_bytes(b"")
@@ -235,7 +235,7 @@ def test_slow_trials_renew_their_lease(small_space, tmp_path, monkeypatch):
 
 
 def test_resume_of_a_run_on_the_shipped_defaults(run, tmp_path):
-    args = ["search", "--results-dir", str(tmp_path), "--run-id", "d", "--json"]
+    args = ["search", "--method", "optuna", "--results-dir", str(tmp_path), "--run-id", "d", "--json"]
     assert run(*args, "--trials", "8").exit_code == 0
     again = run(*args, "--trials", "12", "--resume")  # its saved request has no study file
     assert again.exit_code == 0, again.stderr
@@ -281,7 +281,7 @@ def test_ctrl_c_while_workers_start(tmp_path, small_study, after_s):
 
 
 def test_pareto_and_export_remove_what_a_killed_redraw_left(run, tmp_path, small_study):
-    args = ["search", "--study", str(small_study), "--results-dir", str(tmp_path), "--run-id", "p", "--json"]
+    args = ["search", "--method", "optuna", "--study", str(small_study), "--results-dir", str(tmp_path), "--run-id", "p", "--json"]
     assert run(*args, "--trials", "10").exit_code == 0
     strays = [tmp_path / "p" / ".pareto.png.999999998.ab_cdefg.png", tmp_path / "p" / ".export-knee.json.999999997.x1y2z3w4.json"]
     for stray in strays:
@@ -304,7 +304,7 @@ DAMAGED = [
 
 @pytest.mark.parametrize("name,content,message", DAMAGED, ids=[f"{n}-{m.split()[0]}" for n, _, m in DAMAGED])
 def test_damaged_run_files_are_one_line(run, tmp_path, small_study, name, content, message):
-    assert run("search", "--study", str(small_study), "--results-dir", str(tmp_path), "--run-id", "z", "--trials",
+    assert run("search", "--method", "optuna", "--study", str(small_study), "--results-dir", str(tmp_path), "--run-id", "z", "--trials",
                "10", "--json").exit_code == 0
     target = tmp_path / "z" / name
     if name == "trials.csv":
@@ -323,7 +323,7 @@ def test_damaged_run_files_are_one_line(run, tmp_path, small_study, name, conten
 
 
 def test_a_recommended_design_with_a_broken_tree_is_refused(run, tmp_path, small_study):
-    assert run("search", "--study", str(small_study), "--results-dir", str(tmp_path), "--run-id", "y", "--trials",
+    assert run("search", "--method", "optuna", "--study", str(small_study), "--results-dir", str(tmp_path), "--run-id", "y", "--trials",
                "10", "--json").exit_code == 0
     path = tmp_path / "y" / "recommended.json"
     picks = json.loads(path.read_text())

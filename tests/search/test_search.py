@@ -93,7 +93,7 @@ def test_resume_continues_to_the_target_without_losing_trials(small_space, tmp_p
 @pytest.mark.slow
 def test_kill_9_then_resume_loses_no_completed_trial(tmp_path, small_study):
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    command = [sys.executable, "-m", "dfvg_dse", "search", "--study", str(small_study), "--trials", "2000",
+    command = [sys.executable, "-m", "dfvg_dse", "search", "--method", "optuna", "--study", str(small_study), "--trials", "2000",
                "--results-dir", str(tmp_path), "--run-id", "killed", "--json"]
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     db = tmp_path / "killed" / "study.journal"
@@ -107,7 +107,7 @@ def test_kill_9_then_resume_loses_no_completed_trial(tmp_path, small_study):
                      for t in study.get_trials(states=(optuna.trial.TrialState.COMPLETE,)))
     n_before = sum(before.values())
     assert 30 <= n_before < 2000
-    resumed = subprocess.run([sys.executable, "-m", "dfvg_dse", "search", "--study", str(small_study), "--trials",
+    resumed = subprocess.run([sys.executable, "-m", "dfvg_dse", "search", "--method", "optuna", "--study", str(small_study), "--trials",
                               str(n_before + 20), "--results-dir", str(tmp_path), "--run-id", "killed",
                               "--resume", "--json"], capture_output=True, text=True, env=env, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
@@ -136,11 +136,11 @@ def test_resume_refuses_a_different_space(tmp_path, small_study):
     from click.testing import CliRunner
     from dfvg_dse.cli import cli
     runner = CliRunner()
-    first = runner.invoke(cli, ["search", "--study", str(small_study), "--trials", "10", "--results-dir",
+    first = runner.invoke(cli, ["search", "--method", "optuna", "--study", str(small_study), "--trials", "10", "--results-dir",
                                 str(tmp_path), "--run-id", "x", "--json"])
     assert first.exit_code == 0, first.stderr
-    other = runner.invoke(cli, ["search", "--resume", "--run-id", "x", "--draft-device", "u280", "--trials", "20",
+    other = runner.invoke(cli, ["search", "--method", "optuna", "--resume", "--run-id", "x", "--draft-device", "u280", "--trials", "20",
                                 "--results-dir", str(tmp_path)])
     assert other.exit_code == 2 and "differ from those run 'x' started with" in other.stderr
-    same = runner.invoke(cli, ["search", "--resume", "--trials", "20", "--results-dir", str(tmp_path), "--json"])
+    same = runner.invoke(cli, ["search", "--method", "optuna", "--resume", "--trials", "20", "--results-dir", str(tmp_path), "--json"])
     assert same.exit_code == 0 and json.loads(same.stdout)["trials"] == 20  # the saved study file is reused
