@@ -137,6 +137,27 @@ def _progress(total: int, already: int, quiet: bool):
     return bar, advance
 
 
+class _ScanProgress:
+    """A progress bar for a scan of the whole grid, shown on a terminal once the scan takes a while."""
+
+    SHOW_AFTER_S = 2.0
+
+    def __init__(self, quiet: bool):
+        self.quiet, self.bar, self.started, self.shown = quiet or not sys.stderr.isatty(), None, time.time(), 0
+
+    def advance(self, done: int, total: int) -> None:
+        if self.quiet or (self.bar is None and time.time() - self.started < self.SHOW_AFTER_S):
+            return
+        if self.bar is None:
+            self.bar = click.progressbar(length=total, label="grid points", file=sys.stderr, show_eta=True)
+        self.bar.update(done - self.shown)
+        self.shown = done
+
+    def finish(self) -> None:
+        if self.bar is not None:
+            self.bar.render_finish()
+
+
 def _finish_run(path: Path, study, space: SearchSpace, chosen: dict, request: dict, seed: int, sampler: str,
                 url: str, started: float, created: str, plan: Plan, svg: bool = False) -> dict:
     """Every file of the run from its study, the manifest last: until it says finished, readers
@@ -239,8 +260,9 @@ def _design(row, space: SearchSpace, chosen: dict) -> dict:
 @click.option("--verify-device", multiple=True, help="Verifier choices (repeat) [default: rtx-4090].")
 @click.option("--draft-device", multiple=True, help="Drafter choices (repeat) [default: v80, u280, rtx-4090, xeon].")
 @click.option("--method", type=click.Choice(METHODS), default="auto", show_default=True,
-              help="exact: every grid point; seeded: a grid sample's front, then the sampler; optuna: the sampler "
-                   "alone; auto: exact up to 200,000 grid points, else seeded.")
+              help="exact: every grid point (up to 2e8; about 4 us each); seeded: a grid sample's front, then the "
+                   "sampler; optuna: the sampler alone; auto: exact up to 200,000 grid points, else seeded (a space "
+                   "with the adapt family is seeded, or sampled when adapt is all it has).")
 @click.option("--trials", type=click.IntRange(1, 10**6), default=500, show_default=True,
               help="Trials of a sampled search (an exact one writes its front).")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Worker i of --n-workers uses SEED + i.")
@@ -275,8 +297,9 @@ def search_cmd(ctx, study, target, draft, acceptance, verify_device, draft_devic
             raise InputError(f"{base / run_id}: its manifest has no saved request; pass the same --study and flags")
         if ctx.get_parameter_source("method") is click.core.ParameterSource.COMMANDLINE and saved is not None \
                 and saved.get("method") != method:
-            raise InputError(f"--resume: run '{run_id}' was started with --method {saved.get('method')}; resume with "
-                             "that one, or with none")
+            default = " (the default)" if saved.get("method") == "auto" else ""
+            raise InputError(f"--resume: run '{run_id}' was started with --method {saved.get('method')}{default}; "
+                             "resume with that one, or with none")
         if given and saved is not None and {k: v for k, v in request.items() if k not in ("study_path", "method")} != \
                 {k: v for k, v in saved.items() if k not in ("study_path", "method")}:
             raise InputError(f"--resume: the study file or flags differ from those run '{run_id}' started with; "
@@ -290,7 +313,11 @@ def search_cmd(ctx, study, target, draft, acceptance, verify_device, draft_devic
         request = saved or request
         ctx.obj["engine"] = request["engine"]  # a resumed run keeps the engine it started with
     space, chosen = _space(ctx, request)
-    plan = plan_search(space, request.get("method", "optuna"), trials, seed)
+    scan = _ScanProgress(as_json)
+    try:
+        plan = plan_search(space, request.get("method", "optuna"), trials, seed, scan.advance)
+    finally:
+        scan.finish()
     warnings = [f"--trials {trials} not used: {plan.why}; the exact front's {len(plan.queue)} designs are the "
                 "run's trials (--method seeded or optuna samples instead)"] \
         if plan.method == "exact" and ctx.get_parameter_source("trials") is click.core.ParameterSource.COMMANDLINE \

@@ -366,16 +366,19 @@ class GridFront(NamedTuple):
     points: int  # points evaluated
     feasible: int
     worst_j_per_token: float  # over every feasible point evaluated (the hypervolume's reference); nan if none
+    reasons: dict  # why the infeasible points are: reason -> how many
 
 
 def grid_front(space: SearchSpace, grids) -> GridFront:
     """Evaluate grids one after another, keeping only the running front (memory: one piece at a time).
     Of points with equal objectives the first evaluated stays."""
-    kept, values, points, feasible, worst = None, np.empty((0, 2)), 0, 0, -np.inf
+    kept, values, points, feasible, worst, reasons = None, np.empty((0, 2)), 0, 0, -np.inf, {}
     for grid in grids:
         ev = evaluate_grid(space, grid)
         ok = np.flatnonzero(ev.feasible)
         points, feasible = points + len(ev.feasible), feasible + len(ok)
+        for reason, count in zip(*np.unique(ev.reason[~ev.feasible].astype(str), return_counts=True)):
+            reasons[str(reason)] = reasons.get(str(reason), 0) + int(count)
         if not len(ok):
             kept = kept or Grid(grid.shapes, grid.drafts, *(a[:0] for a in grid[2:]))
             continue
@@ -388,7 +391,7 @@ def grid_front(space: SearchSpace, grids) -> GridFront:
         kept, values = Grid(both.shapes, both.drafts, *(a[mask] for a in both[2:])), values[mask]
     if kept is None:
         raise ValueError("grid_front: no grid points")
-    return GridFront(kept, values, points, feasible, worst if feasible else float("nan"))
+    return GridFront(kept, values, points, feasible, worst if feasible else float("nan"), reasons)
 
 
 def point_config(space: SearchSpace, shape: Shape, drafter: DeviceSpec, verifier: DeviceSpec, schedule: str,

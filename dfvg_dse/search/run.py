@@ -67,9 +67,21 @@ class Plan:
         return len(self.queue) if self.method == "exact" else asked
 
 
-def plan_search(space: SearchSpace, method: str, trials: int, seed: int = 0) -> Plan:
+def _counted(grids, total: int, on_points: Callable[[int, int], None] | None):
+    """The pieces of a scan, telling `on_points(points done, total)` after each."""
+    done = 0
+    for grid in grids:
+        yield grid
+        done += len(grid.shape_idx)
+        if on_points:
+            on_points(done, total)
+
+
+def plan_search(space: SearchSpace, method: str, trials: int, seed: int = 0,
+                on_points: Callable[[int, int], None] | None = None) -> Plan:
     """The method for a space (see Plan): `auto` is exact up to EXACT_MAX_POINTS static grid points,
-    else seeded; a space of ADAPT alone has no grid and is sampled."""
+    else seeded; a space of ADAPT alone has no grid and is sampled. `on_points` hears how far a scan
+    of the whole grid is."""
     if method not in METHODS:
         raise InputError(f"--method {method!r}: allowed: {', '.join(METHODS)}")
     static = [f for f in space.families if f != "adapt"]
@@ -79,16 +91,20 @@ def plan_search(space: SearchSpace, method: str, trials: int, seed: int = 0) -> 
     if method == "exact" or (method == "auto" and small and len(static) == len(space.families)):
         if len(static) < len(space.families):
             raise InputError("--method exact: the space has the adapt family, which has no grid (a Monte Carlo run "
-                             "per design); use --method seeded or optuna")
+                             "per design); use " + ("--method seeded or optuna" if static else "--method optuna"))
         if size > EXACT_HARD_MAX_POINTS:
             raise InputError(f"--method exact: {size:,} grid points; at most {EXACT_HARD_MAX_POINTS:,} (use --method "
                              "seeded or optuna)")
-        front = grid_front(space, grid_chunks(space, shapes))
+        front = grid_front(space, _counted(grid_chunks(space, shapes), size, on_points))
+        if not front.feasible:  # nothing to write: the space itself is the problem
+            reason = max(front.reasons, key=front.reasons.get)
+            raise InputError(f"no feasible design among the space's {size:,} grid points (the most common reason, "
+                             f"{front.reasons[reason]:,} points: {reason})")
         designs = grid_designs(space, front.grid)
         fastest_first = np.argsort(-front.values[:, 0], kind="stable")
         return Plan("exact", f"all {size:,} grid points evaluated" + (f" (at most {EXACT_MAX_POINTS:,} are by default)"
                     if method == "auto" else ""), size, tuple(designs[i] for i in fastest_first), front)
-    exact = grid_front(space, grid_chunks(space, shapes)) if small else None
+    exact = grid_front(space, _counted(grid_chunks(space, shapes), size, on_points)) if small else None
     if method == "optuna" or (method == "auto" and not size):
         return Plan("optuna", "the sampler alone" if size else "the space's adapt family has no grid", size,
                     front=exact)
@@ -99,7 +115,8 @@ def plan_search(space: SearchSpace, method: str, trials: int, seed: int = 0) -> 
     order = np.argsort(-seeds.values[:, 0], kind="stable")  # along the front, fastest first
     chosen = order[np.unique(np.linspace(0, len(order) - 1, count).round().astype(int))] if len(order) else order
     designs = grid_designs(space, seeds.grid)
-    where = "the whole grid's" if exact else f"{min(SEED_POINTS, size):,} of the {size:,} grid points drawn at random:"
+    where = "the whole grid's" if exact is not None else \
+        f"{size:,} grid points (more than {EXACT_MAX_POINTS:,} to evaluate exactly): {SEED_POINTS:,} drawn at random, their"
     return Plan("seeded", f"{where} front ({len(chosen)} designs) first, then the sampler", size,
                 tuple(designs[i] for i in chosen), exact)
 

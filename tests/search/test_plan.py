@@ -197,3 +197,28 @@ def test_a_seeded_search_writes_the_sample_front_first_then_samples(tmp_path, sm
     first = trials.head(seeds)[["tokens_per_s_per_sequence", "j_per_token"]].to_numpy()
     assert first[:, 0].tolist() == sorted(first[:, 0], reverse=True)  # along the front, fastest first
     assert summary["hypervolume_fraction"] > 0.99
+
+
+def test_an_exact_space_with_no_feasible_design_is_one_line_and_no_run(tmp_path):
+    runner = CliRunner()
+    result = runner.invoke(cli, ["search", "--target", "llama-3.1-70b", "--draft", "llama-3.2-1b", "--acceptance",
+                                 "0.7", "--results-dir", str(tmp_path / "runs")])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no feasible design among the space's" in lines[0] and "do not fit" in lines[0]
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_the_front_counts_why_points_fail(small_space):
+    frame = sweep_frame(small_space)
+    front = grid_front(small_space, grid_chunks(small_space, prepare(small_space).shapes, points=40))
+    assert front.reasons == frame.loc[~frame["feasible"], "reason"].value_counts().to_dict()
+
+
+def test_a_scan_of_the_whole_grid_tells_how_far_it_is(small_space):
+    heard = []
+    plan = plan_search(small_space, "exact", 10, on_points=lambda done, total: heard.append((done, total)))
+    assert heard and heard[-1] == (plan.grid_points, plan.grid_points)
+    assert [d for d, _ in heard] == sorted(d for d, _ in heard)
+    with pytest.raises(InputError, match="use --method optuna$"):
+        plan_search(dataclasses.replace(small_space, families=("adapt",)), "exact", 10)
