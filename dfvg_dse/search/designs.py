@@ -133,10 +133,14 @@ TABLE_AFTER_VISITS = 2  # a hardware combination asked this often is priced for 
 MAX_TABLES = 256  # combinations held so (about 70 kB each on the default space)
 
 
+class _Combinations(NamedTuple):
+    visits: dict  # (drafter, PE share, clock, verifier, batch) -> how often it was priced point by point
+    tables: dict  # the same key -> the Evaluation of every shape x schedule there
+
+
 @lru_cache(maxsize=8)
-def _combinations(space: SearchSpace) -> dict:
-    """Per (drafter, PE share, clock, verifier, batch) of a space: how often it was asked, then its table."""
-    return {}
+def _combinations(space: SearchSpace) -> _Combinations:
+    return _Combinations({}, {})
 
 
 def _static_evaluation(space: SearchSpace, point: dict, drafter, verify_idx: int, index: int) -> tuple:
@@ -144,19 +148,18 @@ def _static_evaluation(space: SearchSpace, point: dict, drafter, verify_idx: int
     combination's every shape and schedule at once, and a search asks most combinations again and
     again: from the second visit on, a combination's table answers (issue 16)."""
     shapes, schedule = prepare(space).shapes, SCHEDULE_CHOICES.index(point["schedule"])
-    tables = _combinations(space)
+    held = _combinations(space)
     combo = (point["draft_device"], point.get("fpga_pe_fraction"), point.get("fpga_clock_mhz"), verify_idx,
              point["batch"])
-    entry = tables.get(combo, 0)
-    if isinstance(entry, int):
-        if entry + 1 < TABLE_AFTER_VISITS or len(tables) >= 4 * MAX_TABLES and \
-                sum(not isinstance(v, int) for v in tables.values()) >= MAX_TABLES:
-            tables[combo] = entry + 1
+    if combo not in held.tables:
+        visits = held.visits.get(combo, 0) + 1
+        if visits < TABLE_AFTER_VISITS or len(held.tables) >= MAX_TABLES:
+            held.visits[combo] = visits
             return evaluate_points(space, shapes, [drafter], index, 0, verify_idx, schedule, point["batch"]), 0
         k = len(SCHEDULE_CHOICES)
-        entry = tables[combo] = evaluate_points(space, shapes, [drafter], np.repeat(np.arange(len(shapes)), k), 0,
-                                                verify_idx, np.tile(np.arange(k), len(shapes)), point["batch"])
-    return entry, index * len(SCHEDULE_CHOICES) + schedule
+        held.tables[combo] = evaluate_points(space, shapes, [drafter], np.repeat(np.arange(len(shapes)), k), 0,
+                                             verify_idx, np.tile(np.arange(k), len(shapes)), point["batch"])
+    return held.tables[combo], index * len(SCHEDULE_CHOICES) + schedule
 
 
 def evaluate_point(space: SearchSpace, point: dict) -> dict:

@@ -31,7 +31,7 @@ import optuna
 from dfvg_dse.pipeline.grid import GridFront, SearchSpace, grid_chunks, grid_front, grid_size, sample_grid
 from dfvg_dse.pipeline.pareto import pareto_mask
 from dfvg_dse.search.designs import grid_designs, make_objective, neighbours, prepare
-from dfvg_dse.search.samplers import make_sampler
+from dfvg_dse.search.samplers import finished_since, make_sampler
 from dfvg_dse.search.studies import (DIRECTIONS, JOURNAL, OWNER_ATTR, STORAGE_ERRORS, Lease, _storage_error,
                                      close_expired_leases, completed, open_study, storage)
 from dfvg_dse.specs import InputError
@@ -88,23 +88,24 @@ def plan_search(space: SearchSpace, method: str, trials: int, seed: int = 0,
     shapes = prepare(space).shapes if static else []
     size = grid_size(space, shapes) if shapes else 0
     small = 0 < size <= EXACT_MAX_POINTS
-    if method == "exact" or (method == "auto" and small and len(static) == len(space.families)):
-        if len(static) < len(space.families):
-            raise InputError("--method exact: the space has the adapt family, which has no grid (a Monte Carlo run "
-                             "per design); use " + ("--method seeded or optuna" if static else "--method optuna"))
-        if size > EXACT_HARD_MAX_POINTS:
-            raise InputError(f"--method exact: {size:,} grid points; at most {EXACT_HARD_MAX_POINTS:,} (use --method "
-                             "seeded or optuna)")
-        front = grid_front(space, _counted(grid_chunks(space, shapes), size, on_points))
-        if not front.feasible:  # nothing to write: the space itself is the problem
-            reason = max(front.reasons, key=front.reasons.get)
+    exact_asked = method == "exact" or (method == "auto" and small and len(static) == len(space.families))
+    if exact_asked and len(static) < len(space.families):
+        raise InputError("--method exact: the space has the adapt family, which has no grid (a Monte Carlo run "
+                         "per design); use " + ("--method seeded or optuna" if static else "--method optuna"))
+    if exact_asked and size > EXACT_HARD_MAX_POINTS:
+        raise InputError(f"--method exact: {size:,} grid points; at most {EXACT_HARD_MAX_POINTS:,} (use --method "
+                         "seeded or optuna)")
+    # the whole grid is scanned when asked, or when it is small enough to give the hypervolume's front
+    exact = grid_front(space, _counted(grid_chunks(space, shapes), size, on_points)) if exact_asked or small else None
+    if exact_asked:
+        if not exact.feasible:  # nothing to write: the space itself is the problem
+            reason = max(exact.reasons, key=exact.reasons.get)
             raise InputError(f"no feasible design among the space's {size:,} grid points (the most common reason, "
-                             f"{front.reasons[reason]:,} points: {reason})")
-        designs = grid_designs(space, front.grid)
-        fastest_first = np.argsort(-front.values[:, 0], kind="stable")
+                             f"{exact.reasons[reason]:,} points: {reason})")
+        designs = grid_designs(space, exact.grid)
+        fastest_first = np.argsort(-exact.values[:, 0], kind="stable")
         return Plan("exact", f"all {size:,} grid points evaluated" + (f" (at most {EXACT_MAX_POINTS:,} are by default)"
-                    if method == "auto" else ""), size, tuple(designs[i] for i in fastest_first), front)
-    exact = grid_front(space, _counted(grid_chunks(space, shapes), size, on_points)) if small else None
+                    if method == "auto" else ""), size, tuple(designs[i] for i in fastest_first), exact)
     if method == "optuna" or (method == "auto" and not size):
         return Plan("optuna", "the sampler alone" if size else "the space's adapt family has no grid", size,
                     front=exact)
@@ -155,9 +156,7 @@ class _Refiner:
         self.params: list = []
 
     def _read(self) -> None:
-        trials = self.memory.get_trials(deepcopy=False)  # references only
-        while self.scanned < len(trials) and trials[self.scanned].state.is_finished():
-            t = trials[self.scanned]
+        for t in finished_since(self.memory, self.scanned):
             self.seen.add(_key(t.params))
             if t.state == optuna.trial.TrialState.COMPLETE and \
                     json.loads(t.user_attrs.get("record", "{}")).get("feasible"):

@@ -23,6 +23,16 @@ from dfvg_dse.specs import InputError
 SAMPLERS = ("nsga2", "tpe", "random", "qmc")
 
 
+def finished_since(study: optuna.Study, start: int) -> list[FrozenTrial]:
+    """The study's trials from position `start` up to its first unfinished one: a reader that keeps
+    its position reads each finished trial once (trials finish in the order they are asked here)."""
+    trials = study.get_trials(deepcopy=False)  # a list of references: no trial is copied
+    end = start
+    while end < len(trials) and trials[end].state.is_finished():
+        end += 1
+    return trials[start:end]
+
+
 class _Generations:
     """Completed trials by generation, from one pass over a study's trials as they finish."""
 
@@ -33,9 +43,7 @@ class _Generations:
         self.space: dict | None = None  # distributions every completed trial shares (Optuna's intersection)
 
     def update(self, study: optuna.Study, key: str) -> None:
-        trials = study.get_trials(deepcopy=False)  # a list of references: no trial is copied
-        while self.scanned < len(trials) and trials[self.scanned].state.is_finished():
-            trial = trials[self.scanned]
+        for trial in finished_since(study, self.scanned):
             generation = trial.system_attrs.get(key, -1)
             if trial.state == TrialState.COMPLETE:
                 if generation >= 0:
