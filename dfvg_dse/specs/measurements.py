@@ -12,6 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 ENGINES = ("vllm", "sglang", "trtllm", "gpt-fast", "llama.cpp", "hf", "exllamav2", "mlc-llm", "torch", "other")
+# Engines that launch every kernel from Python, one at a time (no CUDA graphs, no compiled step):
+# their host overheads are of another population than the graph-captured engines' (docs/engines.md)
+EAGER_ENGINES = ("hf", "torch")
 PHASES = ("decode", "prefill", "generate", "forward")
 METRICS = ("tokens_per_s", "ms_per_token", "ms")
 # the metrics each phase may give (a decode "ms" would be a whole generation: ambiguous)
@@ -19,6 +22,19 @@ PHASE_METRICS = {"decode": ("tokens_per_s", "ms_per_token"), "prefill": ("tokens
                  "generate": ("tokens_per_s", "ms"), "forward": ("ms",)}
 MEASURED_DTYPES = ("float32", "float16", "bfloat16", "fp8", "int8", "int4", "fp4")
 MS_PER_S = 1e3
+# How each published method drafts, which decides what its drafting costs (validation/fidelity.py):
+# "model" a separate draft model (the row's `draft`), "head" heads on the target's features (one
+# decoder layer and an LM head: EAGLE, Medusa, Hydra), "lookup" no network at all — n-grams from
+# the prompt (PLD), a datastore (REST), the target's own Jacobi branch inside the verify forward
+# (Lookahead) or recycled candidates (Token Recycling): host work priced at nothing.
+METHOD_DRAFTERS = {"chain": "model", "sequoia": "model", "specinfer": "model",
+                   "eagle": "head", "eagle2": "head", "eagle3": "head", "medusa": "head", "hydra": "head",
+                   "samd-eagle2": "head", "pld": "lookup", "rest": "lookup", "lookahead": "lookup",
+                   "recycling": "lookup"}
+# Heads that predict over a reduced vocabulary: EAGLE-3's released heads map to the target's
+# vocabulary from a 32,000-token draft vocabulary (draft_vocab_size 32000 in the config.json of
+# yuhuili/EAGLE3-LLaMA3.1-Instruct-8B, https://huggingface.co/yuhuili/EAGLE3-LLaMA3.1-Instruct-8B).
+HEAD_DRAFT_VOCAB = {"eagle3": 32000}
 
 
 @dataclass(frozen=True)

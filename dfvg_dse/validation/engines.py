@@ -5,8 +5,9 @@ Each measurement row becomes its work (FLOPs, weight and KV bytes: costs/work.py
 (peak, bandwidth). One least-squares problem on log time fits, per engine, the kernel efficiencies
 of each weight class it was measured with, its fixed overheads and the transition sharpness p; each
 engine's parameters are tied to pooled ones by a prior (a log-deviation of PRIOR_SCALE costs as much
-as one row off by that factor), so an engine or class with few rows borrows from the others and an
-engine with none is the pooled profile. The soft-L1 loss keeps a few odd rows from steering it.
+as one row off by that factor; EAGER_PRIOR_SCALE for the eager engines, whose Python launch
+overheads are no sample of the graph-captured engines'), so an engine or class with few rows
+borrows from the others and an engine with none is the pooled profile. The soft-L1 loss keeps a few odd rows from steering it.
 
 `leave_one_source_out` refits without each source in turn and predicts it: the error a user can
 expect on a setting nobody here fitted to.
@@ -24,7 +25,7 @@ from dfvg_dse.costs.roofline import smooth_roofline_time
 from dfvg_dse.costs.work import forward_work
 from dfvg_dse.specs import DeviceSpec, ModelSpec
 from dfvg_dse.specs.engines import FALLBACKS, EngineProfile, KernelEfficiency, weight_class
-from dfvg_dse.specs.measurements import ForwardMeasurement
+from dfvg_dse.specs.measurements import EAGER_ENGINES, ForwardMeasurement
 
 POOLED = "pooled"  # the profile of an engine with no rows: every engine's rows together
 # log-parameter bounds: efficiencies, overheads (s), sharpness p
@@ -35,6 +36,7 @@ SEQUENCE_BOUNDS = (1e-9, 2e-3)
 SHARPNESS_BOUNDS = (1.0, 64.0)
 SCALE_BOUNDS = (0.1, 10.0)  # a device class's factor on the efficiencies (1: none)
 PRIOR_SCALE = 1.0  # engine vs pooled, in log units
+EAGER_PRIOR_SCALE = 10.0  # an eager engine (EAGER_ENGINES) vs pooled: tied only loosely
 # weak prior of the pooled profile toward the roofline's defaults (hwdb/defaults.toml), so a class
 # nobody measured stays near them instead of wandering: (eta_c, eta_m, t_forward, t_layer, p, eta_attn,
 # half_rows: the GEMM rows at which a kernel reaches half its efficiency, t_sequence)
@@ -188,7 +190,8 @@ def _predict(z: np.ndarray, f: Features, at: dict[str, np.ndarray]) -> np.ndarra
 def _residuals(z: np.ndarray, lay: _Layout, f: Features, at: dict[str, np.ndarray]) -> np.ndarray:
     data = np.log(_predict(z, f, at)) - np.log(f.measured_s)
     width = lay.width
-    prior = [(z[(i + 1) * width:(i + 2) * width] - z[:width]) / PRIOR_SCALE for i in range(len(lay.engines))]
+    prior = [(z[(i + 1) * width:(i + 2) * width] - z[:width]) / (EAGER_PRIOR_SCALE if e in EAGER_ENGINES else PRIOR_SCALE)
+             for i, e in enumerate(lay.engines)]
     scales = np.arange(width) >= width - 2 * len(lay.device_classes)
     pooled = (z[:width] - lay.start()[:width]) / np.where(scales, PRIOR_SCALE, POOLED_PRIOR_SCALE)
     return np.concatenate([data, *prior, pooled])

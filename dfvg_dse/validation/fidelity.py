@@ -14,21 +14,21 @@ from dfvg_dse.costs.forward import device_forward_cost
 from dfvg_dse.costs.stages import tree_draft_time_s, tree_verify_cost
 from dfvg_dse.specs import DeviceSpec, ModelSpec
 from dfvg_dse.specs.engines import EngineProfile
-from dfvg_dse.specs.measurements import ForwardMeasurement, MeasurementSource, SpeculativeResult
+from dfvg_dse.specs.measurements import (HEAD_DRAFT_VOCAB, METHOD_DRAFTERS, ForwardMeasurement, MeasurementSource,
+                                         SpeculativeResult)
 from dfvg_dse.validation.engines import POOLED, EngineFit, features, fit_engines, leave_one_source_out
 
-# TODO(issue 14): the budgets below are not met yet (docs/engines.md, "Where it stands"): prefill
-# (the XiongjieDai H100 PCIe / L40S llama.cpp rows have no second source of their device classes;
-# vLLM's prefills one source), the 90th percentile, and the speculative speedups (all Hugging Face
-# eager: an `hf` profile needs several HF eager sources — one row, Sequoia's 24.2 ms/token, hurt the
-# pooled profile when fitted alone — and perhaps a looser prior for an outlier engine). Next data:
-# forward rows of 8-128 GEMM rows at batch 1 from `calibrate --torch-device cuda:0` on a real GPU
-# (the regime of tree verification, where the fit's p ~ 1 over-prices verifies).
+# TODO(issue 14): the budgets below are not met yet (docs/engines.md, "Where it stands"): decode and
+# prefill (the XiongjieDai H100 PCIe / L40S llama.cpp rows have no second source of their device
+# classes; HF eager decode rows scatter with their unnamed host CPUs), the 90th percentile, and the
+# speculative speedups (Spec-Bench over-predicted, the EAGLE papers and Sequoia under-predicted by the
+# same `hf` profile). Next data: llama.cpp's small-micro-batch tables (PRs #15131, #14262, #7676:
+# 1-512 tokens per forward at batch 1, the regime of tree verification, where p ~ 1 over-prices
+# verifies; `phase = "forward"` rows), then `calibrate --torch-device cuda:0` on a real GPU.
 # Budgets of issue 14 ("Must show"), leave-one-source-out
 FORWARD_MEDIAN_BUDGET = 0.10
 FORWARD_P90_BUDGET = 0.25
 SPECULATIVE_MEDIAN_BUDGET = 0.12
-HEAD_METHODS = ("eagle", "eagle2", "eagle3", "medusa", "hydra")  # drafters that are no separate model
 
 
 class Inputs(NamedTuple):
@@ -89,20 +89,31 @@ def _levels(tokens: int, depth: int) -> list[int]:
 
 def head_model(target: ModelSpec, method: str) -> ModelSpec:
     """The drafter of head methods, priced as a model of one decoder layer with the target's LM head
-    (EAGLE's draft layer; Medusa's heads, a residual block and an LM head each, cost about as much)."""
-    return dataclasses.replace(target, n_layers=1, name=f"{target.name}-{method}")
+    (EAGLE's draft layer; Medusa's heads, a residual block and an LM head each, cost about as much),
+    over the head's own vocabulary where it has a smaller one (HEAD_DRAFT_VOCAB)."""
+    vocab = min(target.vocab_size, HEAD_DRAFT_VOCAB.get(method, target.vocab_size))
+    return dataclasses.replace(target, n_layers=1, vocab_size=vocab, name=f"{target.name}-{method}")
 
 
 def speculative_prediction(row: SpeculativeResult, target: ModelSpec, draft: ModelSpec | None,
                            device: DeviceSpec, context: int = 256) -> float:
-    """Speedup = tau x t_AR / (t_draft + t_verify), all on the row's GPU under its engine profile."""
+    """Speedup = tau x t_AR / (t_draft + t_verify), all on the row's GPU under its engine profile;
+    a lookup drafter (METHOD_DRAFTERS) drafts for nothing."""
     target = target.with_dtypes(row.dtype, row.dtype if row.dtype in ("float16", "bfloat16") else None)
-    drafter = head_model(target, row.method) if draft is None else draft.with_dtypes(row.dtype)
-    widths = [1] * row.tree_depth if row.tree_tokens == row.tree_depth else _levels(row.tree_tokens, row.tree_depth)
     ar = float(device_forward_cost(target, device, 1, context, row.batch).time_s)
     verify = float(tree_verify_cost(target, device, row.tree_tokens, None, context, row.batch).time_s)
-    drafting = float(tree_draft_time_s(drafter, device, widths, context, row.batch)[0])
-    return row.mean_accepted_tokens * ar / (drafting + verify)
+    return row.mean_accepted_tokens * ar / (_drafting_s(row, target, draft, device, context) + verify)
+
+
+def _drafting_s(row: SpeculativeResult, target: ModelSpec, draft: ModelSpec | None, device: DeviceSpec,
+                context: int) -> float:
+    """Seconds a round's drafting takes on the GPU: the draft model or heads over the tree's levels."""
+    kind = METHOD_DRAFTERS[row.method]
+    if kind == "lookup":
+        return 0.0
+    drafter = head_model(target, row.method) if kind == "head" else draft.with_dtypes(row.dtype)
+    widths = [1] * row.tree_depth if row.tree_tokens == row.tree_depth else _levels(row.tree_tokens, row.tree_depth)
+    return float(tree_draft_time_s(drafter, device, widths, context, row.batch)[0])
 
 
 def speculative_report(inputs: Inputs, profiles: dict[str, EngineProfile]) -> list[dict]:

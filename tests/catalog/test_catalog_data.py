@@ -118,7 +118,7 @@ def test_defaults_follow_the_cost_model_doc(catalog):  # docs/cost-model.md §6
 
 # Tensor cores with FP8: Hopper, Ada and Blackwell; Ampere has none. FP4: Blackwell only.
 FP8_GPUS = {"h100-sxm", "h100-pcie", "h200", "l4", "l40s", "rtx-4090", "b200"}
-NO_FP8_GPUS = {"a100-40gb", "a100-80gb", "a10", "rtx-3090"}
+NO_FP8_GPUS = {"a100-40gb", "a100-80gb", "a10", "rtx-3090", "rtx-a6000"}
 
 
 def test_fp8_and_fp4_peaks_exist_where_the_silicon_has_them(catalog):

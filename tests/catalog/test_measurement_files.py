@@ -90,6 +90,12 @@ def test_a_bad_measurement_file_is_one_line(hwdb_copy, run, old, new, field):
     path = hwdb_copy / "measurements" / "mine.toml"
     assert old in GOOD
     path.write_text(GOOD.replace(old, new, 1))
+    _refused_in_one_line(hwdb_copy, run, path, field)
+
+
+def _refused_in_one_line(hwdb_copy, run, path, field):
+    """The catalog names the file and the field; `validate --anchors` says it in one line, exit 2,
+    and writes nothing."""
     with pytest.raises(CatalogError) as err:
         Catalog.open(hwdb_dir=hwdb_copy).measurements()
     assert str(path) in str(err.value) and f"'{field}'" in str(err.value), err.value
@@ -103,3 +109,41 @@ def test_a_good_file_of_yours_joins_the_fit(hwdb_copy):
     (hwdb_copy / "measurements" / "mine.toml").write_text(GOOD)
     sources = {s.id: s for s in Catalog.open(hwdb_dir=hwdb_copy).measurements()}
     assert sources["mine"].rows[0].measured_time_s == pytest.approx(4 / 200.0)
+
+
+SPECULATIVE = '''[publication]
+kind = "speculative"
+id = "mine-spec"
+title = "a table of speedups"
+url = "https://example.org/speedups"
+engine = "hf"
+engine_version = "4.40"
+published = "2024-06"
+
+[[row]]
+where = "table 2, row 1"
+device = "a100-80gb"
+target = "llama-2-7b"
+draft = "llama-68m"
+method = "sequoia"
+tree_tokens = 16
+tree_depth = 4
+dtype = "float16"
+batch = 1
+temperature = 0.0
+mean_accepted_tokens = 3.0
+speedup = 2.0
+'''
+
+
+@pytest.mark.parametrize("old, new, field", [
+    ('method = "sequoia"', 'method = "magic"', "row[0].method"),  # no known way of drafting
+    ('draft = "llama-68m"', 'draft = ""', "row[0].draft"),  # a draft-model method without its model
+    ('method = "sequoia"', 'method = "pld"', "row[0].draft"),  # prompt lookup has no draft model
+])
+def test_a_speculative_row_says_how_it_drafts(hwdb_copy, run, old, new, field):
+    path = hwdb_copy / "measurements" / "mine-spec.toml"
+    path.write_text(SPECULATIVE)
+    assert Catalog.open(hwdb_dir=hwdb_copy).measurements("speculative")  # the good file reads
+    path.write_text(SPECULATIVE.replace(old, new, 1))
+    _refused_in_one_line(hwdb_copy, run, path, field)

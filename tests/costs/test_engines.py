@@ -127,7 +127,7 @@ def test_leave_one_source_out_predicts_each_source_from_the_others(catalog):
 def test_the_shipped_profiles_are_plausible_and_read_back():
     catalog = Catalog.open()
     names = catalog.engine_names()
-    assert names[0] == "roofline" and {"trtllm", "vllm", "llama.cpp", "gpt-fast", "generic"} <= set(names)
+    assert names[0] == "roofline" and {"trtllm", "vllm", "llama.cpp", "gpt-fast", "hf", "generic"} <= set(names)
     for name in names[1:]:
         profile, data = catalog.engine_entry(name)
         assert profile.forward_overhead_s >= 0 and profile.layer_overhead_s >= 0 and 1 <= profile.sharpness <= 64
@@ -137,6 +137,9 @@ def test_the_shipped_profiles_are_plausible_and_read_back():
         assert all(0.1 <= c <= 10 and 0.1 <= b <= 10 for _, c, b in profile.device_scales)
         assert data["fitted"]["rows"] > 0 and data["fp16_accumulate"]["source"]
     assert catalog.engine("llama.cpp").fp16_accumulate and not catalog.engine("trtllm").fp16_accumulate
+    # fitted to its own five sources: HF eager pays ~0.5 ms of Python per layer (issue 14's estimate)
+    eager = catalog.engine("hf").layer_overhead_s
+    assert 0.2e-3 < eager < 1e-3 and eager > 5 * catalog.engine("generic").layer_overhead_s
 
 
 def test_an_engine_prices_gpus_only_and_roofline_is_the_old_model(catalog):
@@ -173,3 +176,25 @@ def test_a_profile_file_reads_back_as_written_and_a_bad_field_is_one_line(tmp_pa
         assert field.replace("_us", "") in message
     old = {k: v for k, v in document.items() if k != "sequence_overhead_us"}  # files before the term: none
     assert parse_engine(path, old).sequence_overhead_s == 0.0
+
+
+def test_an_eager_engine_is_tied_only_loosely_to_the_pooled_profile(catalog):
+    # HF eager launches every kernel from Python (~0.5 ms per layer, issue 14): its rows must not drag
+    # the pooled profile, which prices the engines nobody measured, as the same rows of a graph-captured
+    # engine would; the eager engine's own rows still fit
+    base = _synthetic_rows(catalog, KNOWN, "s1", "trtllm")[0]
+    eager = dataclasses.replace(KNOWN, layer_overhead_s=500e-6)
+    unmeasured = _features(catalog, _synthetic_rows(catalog, KNOWN, "p", "mlc-llm")[0])  # priced by the pooled one
+
+    def errors(engine):
+        extra = _synthetic_rows(catalog, eager, "s3", engine)[0] if engine else []
+        f = _features(catalog, base + extra)
+        fit = fit_engines(f)
+        own = np.abs(fit.predict(f) / f.measured_s - 1)[len(base):]
+        return np.median(np.abs(fit.predict(unmeasured) / unmeasured.measured_s - 1)), own
+
+    alone, _ = errors(None)
+    with_eager, own = errors("hf")
+    with_graph, _ = errors("sglang")
+    assert with_eager < alone + 0.05 < with_graph  # measured: 3.3%, 5.2% and 33.9%
+    assert np.median(own) < 0.05

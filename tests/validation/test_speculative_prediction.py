@@ -1,0 +1,69 @@
+"""Published speculative speedups predicted from their acceptance (issue 14, deliver 5): how each
+kind of drafter is priced — a draft model, heads on the target, or lookups that cost no GPU time —
+checked against the stage costs computed one by one."""
+
+import dataclasses
+
+import pytest
+
+from dfvg_dse.catalog import Catalog
+from dfvg_dse.costs.forward import device_forward_cost
+from dfvg_dse.costs.stages import tree_draft_time_s, tree_verify_cost
+from dfvg_dse.specs.measurements import METHOD_DRAFTERS, SpeculativeResult
+from dfvg_dse.validation.fidelity import head_model, speculative_prediction
+
+
+@pytest.fixture(scope="module")
+def setting():
+    catalog = Catalog.open()
+    device = dataclasses.replace(catalog.with_engine("roofline").device("rtx-3090"), engine=catalog.engine("hf"))
+    return catalog, device
+
+
+def _row(method, draft="", tokens=10, depth=10, tau=2.0, target="vicuna-7b"):
+    return SpeculativeResult("s", "w", "hf", "rtx-3090", target, draft, method, tokens, depth, "float16", 1, 0.0,
+                             tau, 1.5)
+
+
+def _stages(target, device, tokens, context=256):
+    ar = float(device_forward_cost(target, device, 1, context, 1).time_s)
+    verify = float(tree_verify_cost(target, device, tokens, None, context, 1).time_s)
+    return ar, verify
+
+
+@pytest.mark.parametrize("method", [m for m, kind in METHOD_DRAFTERS.items() if kind == "lookup"])
+def test_a_lookup_drafter_costs_only_its_verification(setting, method):
+    catalog, device = setting
+    target = catalog.model("vicuna-7b").with_dtypes("float16", "float16")
+    ar, verify = _stages(target, device, 10)
+    assert speculative_prediction(_row(method), catalog.model("vicuna-7b"), None, device) == pytest.approx(2.0 * ar / verify)
+
+
+def test_a_head_drafts_one_layer_per_level_and_a_model_its_whole_depth(setting):
+    catalog, device = setting
+    target = catalog.model("vicuna-7b").with_dtypes("float16", "float16")
+    ar, verify = _stages(target, device, 8)
+    head = head_model(target, "eagle2")
+    assert head.n_layers == 1 and head.vocab_size == target.vocab_size
+    drafting = float(tree_draft_time_s(head, device, [2, 2, 2, 2], 256, 1)[0])
+    row = _row("eagle2", tokens=8, depth=4)
+    assert speculative_prediction(row, catalog.model("vicuna-7b"), None, device) == pytest.approx(
+        2.0 * ar / (drafting + verify))
+    draft = catalog.model("llama-68m")
+    drafting = float(tree_draft_time_s(draft.with_dtypes("float16"), device, [2, 2, 2, 2], 256, 1)[0])
+    row = _row("sequoia", draft="llama-68m", tokens=8, depth=4)
+    assert speculative_prediction(row, catalog.model("vicuna-7b"), draft, device) == pytest.approx(
+        2.0 * ar / (drafting + verify))
+
+
+def test_an_eagle3_head_predicts_over_its_own_small_vocabulary(setting):
+    catalog, device = setting
+    target = catalog.model("llama-3.1-8b")
+    assert target.vocab_size == 128256
+    assert head_model(target, "eagle3").vocab_size == 32000  # draft_vocab_size of the released EAGLE-3 heads
+    assert head_model(target, "eagle2").vocab_size == 128256
+    cheaper = speculative_prediction(_row("eagle3", tokens=60, depth=8, tau=5.0, target="llama-3.1-8b"), target, None,
+                                     device)
+    dearer = speculative_prediction(_row("eagle2", tokens=60, depth=8, tau=5.0, target="llama-3.1-8b"), target, None,
+                                    device)
+    assert cheaper > dearer  # same tree and acceptance: the smaller LM head drafts faster
