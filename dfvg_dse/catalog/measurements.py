@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from dfvg_dse.catalog.errors import _MISSING, DataError
-from dfvg_dse.specs.measurements import (ENGINES, MEASURED_DTYPES, METHOD_DRAFTERS, PHASE_METRICS, PHASES, ForwardMeasurement,
-                                         MeasurementSource, SpeculativeResult)
+from dfvg_dse.specs.measurements import (ENGINES, MEASURED_DTYPES, METHOD_DRAFTERS, PHASE_METRICS, PHASES,
+                                         ForwardMeasurement, MeasurementSource, SpeculativeResult)
 
 KINDS = ("forward", "speculative")
 SOURCE_FIELDS = ("kind", "id", "title", "url", "engine", "engine_version", "published", "notes")
@@ -103,11 +103,12 @@ def _forward(path: Path, index: int, row: dict, source: str, engine: str) -> For
 
 
 def _speculative(path: Path, index: int, row: dict, source: str, engine: str) -> SpeculativeResult:
-    if row["method"] not in METHOD_DRAFTERS:
+    kind = METHOD_DRAFTERS.get(row["method"])
+    if kind is None:
         raise DataError(path, f"row[{index}].method", row["method"], f"allowed: {', '.join(sorted(METHOD_DRAFTERS))}")
-    if (METHOD_DRAFTERS[row["method"]] == "model") != bool(row["draft"]):
-        raise DataError(path, f"row[{index}].draft", row["draft"], f"method {row['method']!r} drafts with "
-                        + ("a draft model: name it" if METHOD_DRAFTERS[row["method"]] == "model" else "no draft model: leave it empty"))
+    if (kind == "model") != bool(row["draft"]):
+        needs = "a draft model: name it" if kind == "model" else "no draft model: leave it empty"
+        raise DataError(path, f"row[{index}].draft", row["draft"], f"method {row['method']!r} drafts with {needs}")
     if row["tree_depth"] > row["tree_tokens"]:
         raise DataError(path, f"row[{index}].tree_depth", row["tree_depth"],
                         f"a tree of {row['tree_tokens']} draft tokens has at most that many levels")

@@ -7,7 +7,8 @@ of each weight class it was measured with, its fixed overheads and the transitio
 engine's parameters are tied to pooled ones by a prior (a log-deviation of PRIOR_SCALE costs as much
 as one row off by that factor; EAGER_PRIOR_SCALE for the eager engines, whose Python launch
 overheads are no sample of the graph-captured engines'), so an engine or class with few rows
-borrows from the others and an engine with none is the pooled profile. The soft-L1 loss keeps a few odd rows from steering it.
+borrows from the others and an engine with none is the pooled profile. The soft-L1 loss keeps a
+few odd rows from steering it.
 
 `leave_one_source_out` refits without each source in turn and predicts it: the error a user can
 expect on a setting nobody here fitted to.
@@ -190,8 +191,8 @@ def _predict(z: np.ndarray, f: Features, at: dict[str, np.ndarray]) -> np.ndarra
 def _residuals(z: np.ndarray, lay: _Layout, f: Features, at: dict[str, np.ndarray]) -> np.ndarray:
     data = np.log(_predict(z, f, at)) - np.log(f.measured_s)
     width = lay.width
-    prior = [(z[(i + 1) * width:(i + 2) * width] - z[:width]) / (EAGER_PRIOR_SCALE if e in EAGER_ENGINES else PRIOR_SCALE)
-             for i, e in enumerate(lay.engines)]
+    ties = [EAGER_PRIOR_SCALE if e in EAGER_ENGINES else PRIOR_SCALE for e in lay.engines]
+    prior = [(z[(i + 1) * width:(i + 2) * width] - z[:width]) / tie for i, tie in enumerate(ties)]
     scales = np.arange(width) >= width - 2 * len(lay.device_classes)
     pooled = (z[:width] - lay.start()[:width]) / np.where(scales, PRIOR_SCALE, POOLED_PRIOR_SCALE)
     return np.concatenate([data, *prior, pooled])

@@ -36,7 +36,8 @@ def test_a_lookup_drafter_costs_only_its_verification(setting, method):
     catalog, device = setting
     target = catalog.model("vicuna-7b").with_dtypes("float16", "float16")
     ar, verify = _stages(target, device, 10)
-    assert speculative_prediction(_row(method), catalog.model("vicuna-7b"), None, device) == pytest.approx(2.0 * ar / verify)
+    predicted = speculative_prediction(_row(method), catalog.model("vicuna-7b"), None, device)
+    assert predicted == pytest.approx(2.0 * ar / verify)
 
 
 def test_a_head_drafts_one_layer_per_level_and_a_model_its_whole_depth(setting):
