@@ -20,7 +20,7 @@ from dfvg_dse import units
 from dfvg_dse.catalog._io import ModelEntry, parse_quantity, read_provenance, read_string
 from dfvg_dse.catalog.errors import _MISSING, DataError
 from dfvg_dse.catalog.rope import rope_spec_from_hf_config
-from dfvg_dse.specs import FAMILIES, ModelSpec, SpecError
+from dfvg_dse.specs import FAMILIES, ModelSpec, MoeSpec, SpecError
 
 # OPT's learned position table has max_position_embeddings + 2 rows (transformers'
 # OPTLearnedPositionalEmbedding offset).
@@ -67,8 +67,28 @@ def _dtype(path, config: dict) -> str:
 
 
 # transformers' config-class defaults for keys a config.json may omit (None: derived below).
-KV_HEADS_DEFAULT = {"llama": None, "mistral": 8, "qwen2": 32, "qwen3": 32}
-HEAD_DIM_DEFAULT = {"llama": None, "mistral": None, "qwen2": None, "qwen3": 128}
+KV_HEADS_DEFAULT = {"llama": None, "mistral": 8, "qwen2": 32, "qwen3": 32, "mixtral": 8, "qwen3_moe": 4}
+HEAD_DIM_DEFAULT = {"llama": None, "mistral": None, "qwen2": None, "qwen3": 128, "mixtral": None, "qwen3_moe": 128}
+# MoE families -> the dense family whose attention and norms they share, and their expert keys
+# (experts, experts per token, expert FFN width), as transformers' config classes name them.
+# TODO(issue 17): deepseek_v3 (MLA, shared experts, dense first layers, MTP) and gpt_oss
+# (alternating sliding windows, sinks, MXFP4 experts).
+MOE_FAMILIES = {"mixtral": ("mistral", "num_local_experts", "num_experts_per_tok", "intermediate_size"),
+                "qwen3_moe": ("qwen3", "num_experts", "num_experts_per_tok", "moe_intermediate_size")}
+
+
+def _moe(path, config: dict, family: str) -> MoeSpec:
+    """The routed experts of a MoE config; layouts not modelled (dense layers between) are refused."""
+    _, experts, top_k, width = MOE_FAMILIES[family]
+    if family == "qwen3_moe":
+        if config.get("mlp_only_layers"):
+            raise DataError(path, "config.mlp_only_layers", config["mlp_only_layers"], "must be empty (every layer MoE)")
+        if _int(path, config, "decoder_sparse_step", 1) != 1:
+            raise DataError(path, "config.decoder_sparse_step", config["decoder_sparse_step"], "must be 1 (every layer MoE)")
+    count, k = _int(path, config, experts), _int(path, config, top_k)
+    if k > count:
+        raise DataError(path, f"config.{top_k}", k, f"must be <= {experts} ({count})")
+    return MoeSpec(n_experts=count, experts_per_token=k, d_expert=_int(path, config, width))
 
 
 def _opt_fields(path, config: dict, hidden: int, heads: int) -> dict:
@@ -89,9 +109,10 @@ def _family_fields(path, config: dict, family: str, hidden: int, heads: int) -> 
     attention_bias = _bool(path, config, "attention_bias", False)
     # Mistral applies its window to every layer (absent key: 4096, null: none); Qwen only when
     # use_sliding_window is true.
-    if family == "mistral":
-        window = _int(path, config, "sliding_window", 4096) if config.get("sliding_window", 4096) else 0
-    elif family in ("qwen2", "qwen3") and _bool(path, config, "use_sliding_window", False):
+    if family in ("mistral", "mixtral"):
+        default = 4096 if family == "mistral" else None  # MixtralConfig's sliding_window defaults to none
+        window = _int(path, config, "sliding_window", default) if config.get("sliding_window", default) else 0
+    elif family in ("qwen2", "qwen3", "qwen3_moe") and _bool(path, config, "use_sliding_window", False):
         window = _int(path, config, "sliding_window")
     else:
         window = 0
@@ -102,9 +123,9 @@ def _family_fields(path, config: dict, family: str, hidden: int, heads: int) -> 
         head_dim=_int(path, config, "head_dim", HEAD_DIM_DEFAULT[family] or hidden // heads),
         tied_embeddings=_bool(path, config, "tie_word_embeddings", False),
         qkv_bias=family == "qwen2" or attention_bias,
-        o_bias=attention_bias and family in ("llama", "qwen3"),
+        o_bias=attention_bias and family in ("llama", "qwen3", "qwen3_moe"),
         ffn_bias=family == "llama" and _bool(path, config, "mlp_bias", False),
-        qk_norm=family == "qwen3")
+        qk_norm=family in ("qwen3", "qwen3_moe"))
 
 
 # ModelSpec field -> the config key a user would look for in the message.
@@ -117,14 +138,15 @@ CONFIG_KEY = {"n_layers": "num_hidden_layers", "d_model": "hidden_size", "n_head
 def model_spec_from_hf_config(path: Path | str, config: dict, name: str, display_name: str = "",
                               source: str = "") -> ModelSpec:
     """Map Hugging Face config.json fields onto a ModelSpec; problems name `path` and the key."""
-    for key in MOE_KEYS:
-        experts = config.get(key)
-        if isinstance(experts, (int, float)) and not isinstance(experts, bool) and experts > 1:
-            raise DataError(path, f"config.{key}", experts, "a mixture-of-experts model: MoE targets are not "
-                            "modelled yet (dense models only)")
     family = config.get("model_type", _MISSING)
     if not isinstance(family, str) or family not in FAMILIES:
         raise DataError(path, "config.model_type", family, f"allowed families: {', '.join(FAMILIES)}")
+    for key in MOE_KEYS:
+        experts = config.get(key)
+        if family not in MOE_FAMILIES and isinstance(experts, (int, float)) and not isinstance(experts, bool) \
+                and experts > 1:
+            raise DataError(path, f"config.{key}", experts, f"experts in a {family} config: mixture-of-experts "
+                            f"families are {', '.join(MOE_FAMILIES)} (set model_type)")
     hidden, heads = _int(path, config, "hidden_size"), _int(path, config, "num_attention_heads")
     if hidden % heads:
         raise DataError(path, "config.num_attention_heads", heads, f"must divide hidden_size ({hidden})")
@@ -132,6 +154,8 @@ def model_spec_from_hf_config(path: Path | str, config: dict, name: str, display
     if heads % fields["n_kv_heads"]:
         raise DataError(path, "config.num_key_value_heads", fields["n_kv_heads"],
                         f"must divide num_attention_heads ({heads})")
+    if family in MOE_FAMILIES:
+        fields["moe"] = _moe(path, config, family)
     dtype = _dtype(path, config)
     max_positions = _int(path, config, "max_position_embeddings")
     if family != "opt":  # checked here so that `models import` refuses what the reference engine could not run

@@ -46,7 +46,7 @@ def engine_roofline(model: ModelSpec, device: DeviceSpec, work: ForwardWork, eng
     kv_kernel, _ = engine.kernel(model.kv_dtype)
     _, m_scale = engine.scales(device.device_class)
     gemm, weight_bandwidth = engine_rates(model, device, engine)
-    rows = np.asarray(work.linear_flops) / (2.0 * param_counts(model).matmul)  # new tokens x batch
+    rows = np.asarray(work.linear_flops) / (2.0 * param_counts(model).active_matmul)  # new tokens x batch
     gemm = gemm * rows / (rows + engine.half_rows)  # small GEMMs reach less of the kernels' rate
     kv_bandwidth = device.main_memory.bandwidth_bytes_per_s * min(1.0, kv_kernel.bandwidth_efficiency * m_scale)
     weights = smooth_roofline_time(work.linear_flops / gemm, work.weight_bytes / weight_bandwidth, 0.0, engine.sharpness)

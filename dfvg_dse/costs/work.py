@@ -4,7 +4,8 @@ A forward runs n new tokens (a chain or a tree of n nodes) for each of b sequenc
 already holds c tokens. Counts are exact for the parameters and follow docs/cost-model.md §2 for traffic:
 weights are read once per forward whatever n and b are; KV is read for the c cached tokens and
 written for the n new ones; activation traffic is neglected (under 1% of the weight bytes for
-n <= 64 at batch 1). All functions broadcast over numpy arrays of n, c and b.
+n <= 64 at batch 1). A mixture of experts streams only the experts its tokens touch
+(costs/moe.py). All functions broadcast over numpy arrays of n, c and b.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from dfvg_dse.costs.moe import expected_distinct_experts
 from dfvg_dse.specs import ModelSpec
 
 
@@ -25,6 +27,14 @@ class ParamCounts(NamedTuple):
     per_layer: int  # one decoder layer, norms and biases included
     head: int  # LM head matrix, d_embed x vocab (shared with the embedding when tied)
     read_per_forward: int  # streamed by one forward: all but the embedding tables, LM head included
+    # mixture of experts: one routed expert's weights and all routed experts of every MoE layer (0
+    # when dense); the matmul weights one token multiplies by (its k experts; dense: matmul); and
+    # the parameters one token uses, embedding row aside (OpenAI's "active"; Mistral's and Qwen's
+    # model cards add the embedding table)
+    expert: int = 0
+    routed: int = 0
+    active_matmul: int = 0
+    active: int = 0
 
 
 def _norm_params(model: ModelSpec) -> int:
@@ -34,16 +44,26 @@ def _norm_params(model: ModelSpec) -> int:
     return 2 * model.d_model if model.norm == "layer" else model.d_model
 
 
-def _layer_counts(model: ModelSpec) -> tuple[int, int]:
-    """(matmul weights, all parameters) of one decoder layer."""
-    d, h, kv, dh, f = model.d_model, model.n_heads, model.n_kv_heads, model.head_dim, model.d_ffn
-    attn_w = d * h * dh + 2 * d * kv * dh + h * dh * d  # q, k, v, o projections
-    ffn_w = (3 if model.gated_ffn else 2) * d * f  # gate, up, down (gated) or fc1, fc2
+def _attention_counts(model: ModelSpec) -> tuple[int, int]:
+    """(matmul weights, all parameters) of one layer's attention and its two norms."""
+    d, h, kv, dh = model.d_model, model.n_heads, model.n_kv_heads, model.head_dim
+    weights = d * h * dh + 2 * d * kv * dh + h * dh * d  # q, k, v, o projections
     biases = (h * dh + 2 * kv * dh if model.qkv_bias else 0) + (d if model.o_bias else 0)
-    biases += f + d if model.ffn_bias else 0
-    norm = _norm_params(model)
     qk_norm = 2 * dh if model.qk_norm else 0  # Qwen3: one RMSNorm over head_dim for q and k
-    return attn_w + ffn_w, attn_w + ffn_w + biases + 2 * norm + qk_norm
+    return weights, weights + biases + qk_norm + 2 * _norm_params(model)
+
+
+def _ffn_counts(model: ModelSpec, width: int) -> int:
+    """Weights and biases of one dense FFN of `width` (gate, up, down; or fc1, fc2)."""
+    d = model.d_model
+    return (3 if model.gated_ffn else 2) * d * width + (width + d if model.ffn_bias else 0)
+
+
+def _layer_counts(model: ModelSpec) -> tuple[int, int]:
+    """(matmul weights, all parameters) of one dense decoder layer."""
+    attn_w, attn_all = _attention_counts(model)
+    ffn_w = (3 if model.gated_ffn else 2) * model.d_model * model.d_ffn
+    return attn_w + ffn_w, attn_all + _ffn_counts(model, model.d_ffn)
 
 
 def param_counts(model: ModelSpec) -> ParamCounts:
@@ -54,12 +74,35 @@ def param_counts(model: ModelSpec) -> ParamCounts:
     embedding = v * de + model.learned_positions * d
     proj = 2 * d * de if de != d else 0  # OPT-350M project_in / project_out, no bias
     final_norm = _norm_params(model) if model.final_norm else 0
-    total = embedding + model.n_layers * layer_all + final_norm + proj + (0 if model.tied_embeddings else head)
-    matmul = model.n_layers * layer_matmul + proj + head
+    layers_matmul, layers_all, expert, routed, active_layers = model.n_layers * layer_matmul, model.n_layers * layer_all, 0, 0, 0
+    if model.moe is not None:  # MoE layers: attention, a router and the routed experts instead of the dense FFN
+        moe, dense = model.moe, model.moe.dense_layers
+        attn_w, attn_all = _attention_counts(model)
+        expert, router = _ffn_counts(model, moe.d_expert), d * moe.n_experts
+        routed = model.moe_layers * moe.n_experts * expert
+        layers_matmul = dense * layer_matmul + model.moe_layers * (attn_w + router) + routed
+        layers_all = dense * layer_all + model.moe_layers * (attn_all + router) + routed
+        active_layers = dense * layer_matmul + model.moe_layers * (attn_w + router + moe.experts_per_token * expert)
+    total = embedding + layers_all + final_norm + proj + (0 if model.tied_embeddings else head)
+    matmul = layers_matmul + proj + head
+    active_matmul = matmul if model.moe is None else active_layers + proj + head
     # A tied head lives in the embedding table but is still streamed whole for the logits.
     streamed = total - embedding + (head if model.tied_embeddings else 0)
+    # norms and biases (and, for a MoE, the unused experts) sit outside the matmul weights
+    others = streamed - matmul
     return ParamCounts(total=total, embedding=embedding, matmul=matmul, per_layer=layer_all, head=head,
-                       read_per_forward=streamed)
+                       read_per_forward=streamed, expert=expert, routed=routed, active_matmul=active_matmul,
+                       active=active_matmul + others)
+
+
+def streamed_weights(model: ModelSpec, routed_tokens) -> np.ndarray:
+    """Weights one forward of `routed_tokens` tokens (n x b) streams: all of a dense model's but the
+    embedding table; of a MoE, the shared part and only the routed experts its tokens touch."""
+    counts = param_counts(model)
+    if model.moe is None:
+        return np.full(np.shape(routed_tokens), float(counts.read_per_forward))
+    touched = expected_distinct_experts(model.moe, routed_tokens)
+    return float(counts.read_per_forward - counts.routed) + model.moe_layers * touched * counts.expert
 
 
 def chain_tree_pairs(n_tokens: np.ndarray) -> np.ndarray:
@@ -106,10 +149,10 @@ def forward_work(model: ModelSpec, n_tokens, context_tokens, batch=1, tree_pairs
     pairs = chain_tree_pairs(n) if tree_pairs is None else np.asarray(tree_pairs, dtype=float)
     counts = param_counts(model)
     # 2 FLOPs per weight per token (docs/cost-model.md §2); norms and biases are below 0.1%.
-    linear = 2.0 * b * n * counts.matmul
+    linear = 2.0 * b * n * counts.active_matmul
     # QK^T and AV: 2 x 2 x head_dim FLOPs per (query, key) pair per head (docs/cost-model.md §2).
     attention = 4.0 * b * model.n_layers * model.n_heads * model.head_dim * (n * c + pairs)
-    weight = np.broadcast_to(float(counts.read_per_forward * model.weight_bytes_per_param), np.shape(linear))
+    weight = np.broadcast_to(streamed_weights(model, b * n) * model.weight_bytes_per_param, np.shape(linear))
     kv_token = model.kv_bytes_per_token
     return ForwardWork(
         linear_flops=linear,

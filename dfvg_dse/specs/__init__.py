@@ -5,9 +5,9 @@ from dfvg_dse.specs.decoding import (SCHEDULES, AcceptanceProfile, AcceptanceTra
                                      DecodeConfig, DuoRule, Eagle2Rule, TreeSpec)
 from dfvg_dse.specs.hardware import (DEVICE_KINDS, FAMILIES, LINK_PATHS, LINK_TYPES, MEMORY_TIERS, NORMS,
                                      PEAK_FALLBACKS, CalibrationDefaults, ComputePeak, DeviceSpec, FpgaFabric, InputError, LinkSpec,
-                                     MemoryTier, ModelSpec, SpecError, SystemSpec)
+                                     MemoryTier, ModelSpec, MoeSpec, SpecError, SystemSpec)
 
 __all__ = ["AcceptanceProfile", "AcceptanceTrace", "AdaptRule", "ConfidenceModel", "DecodeConfig", "SCHEDULES",
            "DuoRule", "Eagle2Rule", "CalibrationDefaults", "ComputePeak", "DEVICE_KINDS", "DeviceSpec", "FAMILIES", "FpgaFabric",
-           "InputError", "LINK_PATHS", "LINK_TYPES", "LinkSpec", "MEMORY_TIERS", "MemoryTier", "ModelSpec", "NORMS",
+           "InputError", "LINK_PATHS", "LINK_TYPES", "LinkSpec", "MEMORY_TIERS", "MemoryTier", "ModelSpec", "MoeSpec", "NORMS",
            "PEAK_FALLBACKS", "SpecError", "SystemSpec", "TreeSpec"]

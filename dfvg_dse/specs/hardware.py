@@ -97,8 +97,33 @@ def _require_choice(obj: object, name: str, choices: tuple[str, ...] | list[str]
 
 
 # Architecture families and the Hugging Face `model_type` that names each.
-FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "opt")
+FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "opt", "mixtral", "qwen3_moe")
 NORMS = ("rms", "layer")
+MAX_ROUTING_SKEW = 4.0
+
+
+@dataclass(frozen=True)
+class MoeSpec:
+    """A mixture-of-experts FFN: each MoE layer sends a token to `experts_per_token` of its
+    `n_experts` routed experts (gated FFNs of width `d_expert`) chosen by a router (d_model x
+    n_experts); the first `dense_layers` layers keep the model's dense FFN of d_ffn.
+    `routing_skew` is the Zipf exponent of how often each expert is chosen (0: uniformly;
+    costs/moe.py)."""
+
+    n_experts: int
+    experts_per_token: int
+    d_expert: int
+    dense_layers: int = 0
+    routing_skew: float = 0.0
+
+    def __post_init__(self) -> None:
+        _require_int(self, "n_experts", "experts_per_token", "d_expert")
+        if self.experts_per_token > self.n_experts:
+            raise SpecError("experts_per_token", self.experts_per_token, f"must be <= n_experts ({self.n_experts})")
+        if isinstance(self.dense_layers, bool) or not isinstance(self.dense_layers, int) or self.dense_layers < 0:
+            raise SpecError("dense_layers", self.dense_layers, "must be an integer >= 0")
+        if not (isinstance(self.routing_skew, (int, float)) and 0 <= self.routing_skew <= MAX_ROUTING_SKEW):
+            raise SpecError("routing_skew", self.routing_skew, f"must be in [0, {MAX_ROUTING_SKEW:g}] (0: uniform)")
 
 
 @dataclass(frozen=True)
@@ -140,9 +165,14 @@ class ModelSpec:
     # weight_bits > 0 gives the mean bits per weight instead (llama.cpp k-quants publish theirs)
     weight_group_size: int = 0
     weight_bits: float = 0.0
+    moe: MoeSpec | None = None  # a mixture-of-experts FFN (None: dense)
 
     def __post_init__(self) -> None:
         _require_choice(self, "family", FAMILIES)
+        if self.moe is not None and not isinstance(self.moe, MoeSpec):
+            raise SpecError("moe", self.moe, "must be a MoeSpec or None")
+        if self.moe is not None and self.moe.dense_layers > self.n_layers:
+            raise SpecError("moe.dense_layers", self.moe.dense_layers, f"must be <= n_layers ({self.n_layers})")
         _require_int(self, "n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "d_ffn", "vocab_size",
                      "max_positions")
         if self.d_model % self.n_heads:
@@ -194,6 +224,15 @@ class ModelSpec:
         """The same model stored in other dtypes (quantised weights, a smaller KV cache)."""
         return dataclasses.replace(self, weight_dtype=weight_dtype or self.weight_dtype,
                                    kv_dtype=kv_dtype or self.kv_dtype)
+
+    @property
+    def moe_layers(self) -> int:
+        """Decoder layers whose FFN is a mixture of experts."""
+        return 0 if self.moe is None else self.n_layers - self.moe.dense_layers
+
+    def with_routing_skew(self, skew: float) -> ModelSpec:
+        """The same MoE model with another routing skew (a dense model is returned unchanged)."""
+        return self if self.moe is None else dataclasses.replace(self, moe=dataclasses.replace(self.moe, routing_skew=skew))
 
     def with_quantisation(self, group_size: int = 0, bits_per_weight: float = 0.0) -> ModelSpec:
         """The same weights with group scales (or a stated mean width in bits) counted."""

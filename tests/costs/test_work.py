@@ -56,11 +56,25 @@ def hf_state_dict_shapes(cfg: dict) -> dict[str, tuple[int, ...]]:
             shapes[p + "q_proj.bias"], shapes[p + "k_proj.bias"], shapes[p + "v_proj.bias"] = (h * dh,), (kv * dh,), (kv * dh,)
         if family in ("llama", "qwen3") and cfg.get("attention_bias", False):
             shapes[p + "o_proj.bias"] = (d,)
-        if family == "qwen3":
+        if family in ("qwen3", "qwen3_moe"):
             shapes[p + "q_norm.weight"] = shapes[p + "k_norm.weight"] = (dh,)
         p = f"model.layers.{i}."
-        shapes[p + "mlp.gate_proj.weight"] = shapes[p + "mlp.up_proj.weight"] = (f, d)
-        shapes[p + "mlp.down_proj.weight"] = (d, f)
+        if family == "mixtral":  # MixtralSparseMoeBlock: a router and w1/w3 (in), w2 (out) per expert
+            shapes[p + "block_sparse_moe.gate.weight"] = (cfg["num_local_experts"], d)
+            for j in range(cfg["num_local_experts"]):
+                e = p + f"block_sparse_moe.experts.{j}."
+                shapes[e + "w1.weight"] = shapes[e + "w3.weight"] = (f, d)
+                shapes[e + "w2.weight"] = (d, f)
+        elif family == "qwen3_moe":  # Qwen3MoeSparseMoeBlock: a router and gated experts of moe_intermediate_size
+            fe = cfg["moe_intermediate_size"]
+            shapes[p + "mlp.gate.weight"] = (cfg["num_experts"], d)
+            for j in range(cfg["num_experts"]):
+                e = p + f"mlp.experts.{j}."
+                shapes[e + "gate_proj.weight"] = shapes[e + "up_proj.weight"] = (fe, d)
+                shapes[e + "down_proj.weight"] = (d, fe)
+        else:
+            shapes[p + "mlp.gate_proj.weight"] = shapes[p + "mlp.up_proj.weight"] = (f, d)
+            shapes[p + "mlp.down_proj.weight"] = (d, f)
         shapes[p + "input_layernorm.weight"] = shapes[p + "post_attention_layernorm.weight"] = (d,)
     if not cfg.get("tie_word_embeddings", False):
         shapes["lm_head.weight"] = (v, d)
