@@ -158,8 +158,8 @@ def test_text_prompts_go_through_the_folders_tokenizer(run, tmp_path):
     ({"rope_scaling": {"type": "yarn", "factor": 4.0, "beta_fast": "fast"}},
      "field 'config.rope_scaling.beta_fast' = 'fast': must be a number > 0"),
     ({"rope_theta": 0}, "field 'config.rope_theta' = 0: must be a number > 0"),
-    ({"num_local_experts": 8}, "field 'config.num_local_experts' = 8: a mixture-of-experts model: MoE targets are not "
-     "modelled yet (dense models only)"),
+    ({"num_local_experts": 8}, "field 'config.num_local_experts' = 8: experts in a llama config: mixture-of-experts "
+     "families are mixtral, qwen3_moe (set model_type)"),
 ])
 def test_checkpoints_with_unknown_rope_or_experts_are_refused_in_one_line(run, tmp_path, change, message):
     write_checkpoint(tmp_path / "bad", TARGET, seed=1)
