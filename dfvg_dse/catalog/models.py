@@ -109,10 +109,11 @@ def _family_fields(path, config: dict, family: str, hidden: int, heads: int) -> 
     attention_bias = _bool(path, config, "attention_bias", False)
     # Mistral applies its window to every layer (absent key: 4096, null: none); Qwen only when
     # use_sliding_window is true.
-    if family in ("mistral", "mixtral"):
+    base = MOE_FAMILIES[family][0] if family in MOE_FAMILIES else family  # a MoE family's attention and norms
+    if base == "mistral":
         default = 4096 if family == "mistral" else None  # MixtralConfig's sliding_window defaults to none
         window = _int(path, config, "sliding_window", default) if config.get("sliding_window", default) else 0
-    elif family in ("qwen2", "qwen3", "qwen3_moe") and _bool(path, config, "use_sliding_window", False):
+    elif base in ("qwen2", "qwen3") and _bool(path, config, "use_sliding_window", False):
         window = _int(path, config, "sliding_window")
     else:
         window = 0
@@ -123,9 +124,9 @@ def _family_fields(path, config: dict, family: str, hidden: int, heads: int) -> 
         head_dim=_int(path, config, "head_dim", HEAD_DIM_DEFAULT[family] or hidden // heads),
         tied_embeddings=_bool(path, config, "tie_word_embeddings", False),
         qkv_bias=family == "qwen2" or attention_bias,
-        o_bias=attention_bias and family in ("llama", "qwen3", "qwen3_moe"),
+        o_bias=attention_bias and base in ("llama", "qwen3"),
         ffn_bias=family == "llama" and _bool(path, config, "mlp_bias", False),
-        qk_norm=family in ("qwen3", "qwen3_moe"))
+        qk_norm=base == "qwen3")
 
 
 # ModelSpec field -> the config key a user would look for in the message.

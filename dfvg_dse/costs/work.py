@@ -53,17 +53,16 @@ def _attention_counts(model: ModelSpec) -> tuple[int, int]:
     return weights, weights + biases + qk_norm + 2 * _norm_params(model)
 
 
-def _ffn_counts(model: ModelSpec, width: int) -> int:
-    """Weights and biases of one dense FFN of `width` (gate, up, down; or fc1, fc2)."""
-    d = model.d_model
-    return (3 if model.gated_ffn else 2) * d * width + (width + d if model.ffn_bias else 0)
+def _ffn_counts(model: ModelSpec, width: int) -> tuple[int, int]:
+    """(matmul weights, weights and biases) of one FFN of `width` (gate, up, down; or fc1, fc2)."""
+    weights = (3 if model.gated_ffn else 2) * model.d_model * width
+    return weights, weights + (width + model.d_model if model.ffn_bias else 0)
 
 
 def _layer_counts(model: ModelSpec) -> tuple[int, int]:
     """(matmul weights, all parameters) of one dense decoder layer."""
-    attn_w, attn_all = _attention_counts(model)
-    ffn_w = (3 if model.gated_ffn else 2) * model.d_model * model.d_ffn
-    return attn_w + ffn_w, attn_all + _ffn_counts(model, model.d_ffn)
+    (attn_w, attn_all), (ffn_w, ffn_all) = _attention_counts(model), _ffn_counts(model, model.d_ffn)
+    return attn_w + ffn_w, attn_all + ffn_all
 
 
 def param_counts(model: ModelSpec) -> ParamCounts:
@@ -78,7 +77,7 @@ def param_counts(model: ModelSpec) -> ParamCounts:
     if model.moe is not None:  # MoE layers: attention, a router and the routed experts instead of the dense FFN
         moe, dense = model.moe, model.moe.dense_layers
         attn_w, attn_all = _attention_counts(model)
-        expert, router = _ffn_counts(model, moe.d_expert), d * moe.n_experts
+        expert, router = _ffn_counts(model, moe.d_expert)[1], d * moe.n_experts
         routed = model.moe_layers * moe.n_experts * expert
         layers_matmul = dense * layer_matmul + model.moe_layers * (attn_w + router) + routed
         layers_all = dense * layer_all + model.moe_layers * (attn_all + router) + routed
@@ -88,7 +87,7 @@ def param_counts(model: ModelSpec) -> ParamCounts:
     active_matmul = matmul if model.moe is None else active_layers + proj + head
     # A tied head lives in the embedding table but is still streamed whole for the logits.
     streamed = total - embedding + (head if model.tied_embeddings else 0)
-    # norms and biases (and, for a MoE, the unused experts) sit outside the matmul weights
+    # norms and biases: the streamed parameters outside the matmul weights
     others = streamed - matmul
     return ParamCounts(total=total, embedding=embedding, matmul=matmul, per_layer=layer_all, head=head,
                        read_per_forward=streamed, expert=expert, routed=routed, active_matmul=active_matmul,
