@@ -41,10 +41,12 @@ QUANTITY_FIELDS = {
     "link": {"lanes": (units.COUNT, False, True), "bandwidth": (units.BYTES_PER_S, True, True),
              "efficiency": (units.FRACTION, False, True), "latency": (units.SECONDS, True, False),
              "hops": (units.COUNT, True, True), "software_overhead": (units.SECONDS, False, False),
-             "energy_per_bit": (units.J_PER_BIT, True, False)},
+             "energy_per_bit": (units.J_PER_BIT, True, False),
+             "collective_base_latency": (units.SECONDS, False, False),
+             "collective_step_latency": (units.SECONDS, False, False)},
 }
 STRING_FIELDS = {
-    "gpu": {"host_link", "device_class", "engine"}, "cpu": {"host_link", "engine"}, "fpga": {"host_link", "dsp_type"},
+    "gpu": {"host_link", "peer_link", "device_class", "engine"}, "cpu": {"host_link", "engine"}, "fpga": {"host_link", "dsp_type"},
     "link": {"link_type", "path", "generation"},
 }
 _BASE_FIELDS = {"name", "kind", "display_name", "notes"}
@@ -243,6 +245,7 @@ def parse_device(path: Path, data: dict, kind: str, defaults: CalibrationDefault
             idle_power_w=si("idle_power", tdp * defaults.power_fraction_for(f"{kind}_idle_fraction")),
             price_usd_per_s=q["price_per_hour"].si if "price_per_hour" in q else None,
             host_link=read_string(path, data, "host_link", None), fpga=fabric,
+            peer_link=read_string(path, data, "peer_link", None),
             cores=int(q["cores"].si) if "cores" in q else None, source=str(path),
             compute_memory_overlap=si("overlap", 1.0), multi_row_bandwidth_fraction=si("multi_row_bandwidth", 1.0),
             draft_round_overhead_s=si("draft_round_overhead", 0.0),
@@ -267,7 +270,12 @@ def parse_link(path: Path, data: dict, defaults: CalibrationDefaults) -> HwEntry
             efficiency=q["efficiency"].si if "efficiency" in q else defaults.eta_for("link"),
             latency_s=q["latency"].si, hops=int(q["hops"].si),
             software_overhead_s=q["software_overhead"].si if "software_overhead" in q else 0.0,
-            energy_j_per_bit=q["energy_per_bit"].si, source=str(path))
+            energy_j_per_bit=q["energy_per_bit"].si, source=str(path),
+            # unstated: a collective step is one transfer's latency, its start one software call
+            collective_base_latency_s=q["collective_base_latency"].si if "collective_base_latency" in q
+            else (q["software_overhead"].si if "software_overhead" in q else 0.0),
+            collective_step_latency_s=q["collective_step_latency"].si if "collective_step_latency" in q
+            else q["latency"].si)
     except SpecError as err:
         raise _spec_error(path, err) from None
     return HwEntry(spec, "link", path, q)

@@ -41,6 +41,7 @@ from dfvg_dse.specs.hardware import shorten
 from dfvg_dse.specs.deploy import EngineSupport, version_key
 from dfvg_dse.specs.engines import EngineProfile
 from dfvg_dse.specs.measurements import MeasurementSource
+from dfvg_dse.specs.parallel import group_device, group_name, parse_group_name
 from dfvg_dse.specs.hardware import show_value as shown
 
 ENV_DIRS = {"models": "DFVG_DSE_MODELS_DIR", "hwdb": "DFVG_DSE_HWDB_DIR"}
@@ -232,21 +233,39 @@ class Catalog:
         note = f"'{name}' is a {other[0]} entry" if other else ""
         raise UnknownNameError(what, name, sorted(n for k in kinds for n in self.hw_names(k)), note)
 
+    def _hw_path_or_none(self, name: str) -> Path | None:
+        return next((p for k in HW_KINDS if NAME_RE.match(name) and (p := self._find(self.hwdb_dirs, f"{k}/{name}.toml"))),
+                    None)
+
     def hw_entry(self, name: str, kinds: tuple[str, ...] = HW_KINDS, what: str = "hardware entry") -> HwEntry:
         path, kind = self._hw_path(name, kinds, what)
         data = read_toml(path)
         if kind == "link":
             return parse_link(path, data, self.defaults())
         entry = parse_device(path, data, kind, self.defaults())
-        link = entry.spec.host_link
-        if link is not None and (not NAME_RE.match(link) or self._find(self.hwdb_dirs, f"link/{link}.toml") is None):
-            close = difflib.get_close_matches(link, self.hw_names("link"), n=1)
-            hint = f"did you mean '{close[0]}'? " if close else ""
-            raise DataError(path, "host_link", link, f"names no link entry; {hint}see 'dfvg-dse hw list --kind link'")
+        for field in ("host_link", "peer_link"):
+            link = getattr(entry.spec, field)
+            if link is not None and (not NAME_RE.match(link) or self._find(self.hwdb_dirs, f"link/{link}.toml") is None):
+                close = difflib.get_close_matches(link, self.hw_names("link"), n=1)
+                hint = f"did you mean '{close[0]}'? " if close else ""
+                raise DataError(path, field, link, f"names no link entry; {hint}see 'dfvg-dse hw list --kind link'")
         return entry
 
-    def device(self, name: str) -> DeviceSpec:
-        """A device; a GPU priced by this catalog's engine profile (with_engine), if any."""
+    def device(self, name: str, tensor: int = 1, pipeline: int = 1) -> DeviceSpec:
+        """A device; a GPU priced by this catalog's engine profile (with_engine), if any. A group of
+        GPUs (specs/parallel.py) by name (`4xh100-sxm`, `8xh100-sxm-pp2`) or by its degrees."""
+        group = parse_group_name(name) if self._hw_path_or_none(name) is None else None
+        if group is not None:
+            if (tensor, pipeline) != (1, 1):
+                raise InputError(f"device {name} is already a group; give its unit ({group[0]}) with the degrees")
+            name, tensor, pipeline = group
+        if (tensor, pipeline) != (1, 1):
+            unit = self.device(name)
+            link = self.link(unit.peer_link) if unit.peer_link else None
+            try:
+                return group_device(unit, tensor, pipeline, link)
+            except SpecError as err:
+                raise InputError(f"{group_name(name, tensor, pipeline)}: {err}") from None
         spec = self.hw_entry(name, ("fpga", "gpu", "cpu"), "device").spec
         if spec.own_engine:  # a calibrated device brings the profile fitted to its own forwards
             return dataclasses.replace(spec, engine=self.engine(spec.own_engine))

@@ -12,7 +12,7 @@ cli.lazy_commands = {
                   "Fit the cost model to this machine: a core per stage, the pipe between them, and acceptance."),
     "compare": ("pipeline",
                 "Every scenario side by side (ar, sps, specinfer, duodecoding, dovetail, amusd, dfvg) and DFVG's ablation."),
-    "cost": ("hardware", "Time of one forward pass on one device: bound, FLOPs, bytes and memory fit."),
+    "cost": ("hardware", "Time of one forward pass on one device (or a group of GPUs): bound, FLOPs, bytes and memory fit"),
     "engines": ("engines", "Serving-engine profiles: kernel efficiencies and overheads fitted to published measurements."),
     "estimate": ("pipeline",
                  "Tokens/s, J/token and stage breakdown of one design (tree or dynamic rule, placement, schedule)."),

@@ -18,8 +18,8 @@ from dfvg_dse.files import check_output_folder
 from dfvg_dse.report.plots import plot_fidelity
 from dfvg_dse.specs.measurements import ForwardMeasurement
 from dfvg_dse.validation.engines import POOLED
-from dfvg_dse.validation.fidelity import (Budgets, Inputs, fit, fitted_rows, forward_report, speculative_report, summary,
-                                          verdicts)
+from dfvg_dse.validation.fidelity import (Budgets, Inputs, fit, fitted_rows, forward_report, set_aside_report,
+                                          set_aside_summary, speculative_report, summary, verdicts)
 
 GENERIC = "generic"  # the file name of the pooled profile: an engine without rows of its own
 DISPLAY = {"trtllm": "TensorRT-LLM", "vllm": "vLLM", "sglang": "SGLang", "gpt-fast": "gpt-fast",
@@ -34,15 +34,19 @@ def fit_inputs(catalog: Catalog) -> Inputs:
     rows = [r for s in sources for r in s.rows]
     models = {n for r in rows for n in ((r.model,) if isinstance(r, ForwardMeasurement) else (r.target, r.draft)) if n}
     accumulate = frozenset(name for name in plain.engine_names()[1:] if plain.engine(name).fp16_accumulate)
-    return Inputs(sources, {n: plain.model(n) for n in sorted(models)},
-                  {n: plain.device(n) for n in sorted({r.device for r in rows})}, accumulate)
+    specs = {n: plain.model(n) for n in sorted(models)}
+    devices = {n: plain.device(n) for n in sorted({r.device for r in rows})}
+    for row in fitted_rows(sources, specs)[1]:  # the groups of the multi-GPU rows, by name (4xa100-80gb)
+        group = plain.device(row.device, tensor=row.tensor_parallel)
+        devices[group.name] = group
+    return Inputs(sources, specs, devices, accumulate)
 
 
 def _fitted_note(inputs: Inputs, engine: str) -> tuple[dict, str]:
-    rows, aside = fitted_rows(inputs.sources)
+    rows, aside = fitted_rows(inputs.sources, inputs.models)
     mine = [r for r in rows if engine == POOLED or r.engine == engine]
     sources = sorted({r.source for r in mine})
-    fitted = {"rows": len(mine), "rows_all_engines": len(rows), "rows_set_aside_multi_gpu": len(aside),
+    fitted = {"rows": len(mine), "rows_all_engines": len(rows), "rows_set_aside": len(aside),
               "sources": sources}
     text = (f"fitted by `dfvg-dse engines fit` to hwdb/measurements: {len(mine)} single-GPU rows of "
             f"{'every engine' if engine == POOLED else engine} ({len(sources)} sources, each file's [publication] names "
@@ -135,16 +139,19 @@ def anchors_report(ctx, out: Path, as_json: bool, budgets: Budgets = Budgets()) 
     profiles = {e: catalog.engine(e) for e in catalog.engine_names()[1:]}
     profiles[POOLED] = profiles.get(GENERIC) or fitted.profile(POOLED, "in-memory pooled fit")
     speculative = speculative_report(inputs, profiles)
+    aside = set_aside_report(inputs, profiles)
     loso, inside = summary(records), summary(records, "error")
-    broken = verdicts(records, speculative, budgets)
+    broken = verdicts(records, speculative, budgets, aside)
     written = write_records(out / "anchors.csv", records) + write_records(out / "anchors-summary.csv", loso)
     if speculative:
         written += write_records(out / "speculative.csv", speculative)
+    if aside:
+        written += write_records(out / "set-aside.csv", aside)
     written.append(write_plot(out / "anchors.png", lambda tmp: plot_fidelity(
         records, tmp, f"{len(records)} published forwards, leave-one-source-out")))
     if as_json:
         emit_json({"forward": records, "summary": loso, "in_sample_summary": inside, "speculative": speculative,
-                   "broken": broken, "written": [str(p) for p in written]})
+                   "set_aside": aside, "set_aside_summary": set_aside_summary(aside), "broken": broken, "written": [str(p) for p in written]})
     else:
         emit_table([[a["category"], str(a["rows"]), f"{a['median_abs_error']:.1%}", f"{a['p90_abs_error']:.1%}",
                      f"{b['median_abs_error']:.1%}"] for a, b in zip(loso, inside)],
@@ -154,6 +161,10 @@ def anchors_report(ctx, out: Path, as_json: bool, budgets: Budgets = Budgets()) 
                          f"{r['published_speedup']:.2f}", f"{r['predicted_speedup']:.2f}", f"{r['error']:+.1%}"]
                         for r in speculative],
                        ["source", "target", "drafter", "device", "tau", "published", "predicted", "error"])
+        if aside:
+            emit_table([[a["category"], str(a["rows"]), f"{a['median_abs_error']:.1%}", f"{a['p90_abs_error']:.1%}"]
+                        for a in set_aside_summary(aside)],
+                       ["set aside: multi-GPU, MoE (never fitted)", "rows", "median |err|", "p90"])
         click.echo("wrote " + ", ".join(str(p) for p in written))
         for line in broken:
             click.echo(f"budget broken: {line}", err=True)

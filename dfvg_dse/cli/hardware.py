@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from dfvg_dse.catalog import HW_KINDS
-from dfvg_dse.cli._base import (engine_option, MAX_POINTS, MAX_VALUE, catalog_of, cli, emit_json, emit_json_list, emit_table,
+from dfvg_dse.cli._base import (engine_option, parallel_options, MAX_POINTS, MAX_VALUE, catalog_of, cli, emit_json, emit_json_list, emit_table,
                               emit_warnings, parse_int_list)
 from dfvg_dse.report import cost_records, device_inputs, hw_record, hw_summary, model_record
 from dfvg_dse.specs import InputError
@@ -125,14 +125,16 @@ def models_import(ctx: click.Context, config: str, name: str, source: str | None
 @click.option("--batch", default="1", show_default=True, help="Sequences b (same forms).")
 @click.option("--weight-dtype", type=click.Choice(list(DTYPE_BYTES)), help="Override the model's weight dtype.")
 @click.option("--kv-dtype", type=click.Choice(list(DTYPE_BYTES)), help="Override the KV-cache dtype.")
+@parallel_options("", "--device")
 @click.option("--json", "as_json", is_flag=True, help="JSON on stdout: one object, or a list for several points.")
 @click.pass_context
 def cost(ctx: click.Context, model_name: str, device_name: str, tokens: str, context: str, batch: str,
-         weight_dtype: str | None, kv_dtype: str | None, as_json: bool) -> None:
-    """Time of one forward pass on one device: bound, FLOPs, bytes and memory fit."""
+         weight_dtype: str | None, kv_dtype: str | None, device_tp: int, device_pp: int, as_json: bool) -> None:
+    """Time of one forward pass on one device (or a group of GPUs): bound, FLOPs, bytes and memory fit
+    (per device for a group)."""
     catalog = catalog_of(ctx)
     model = catalog.model(model_name).with_dtypes(weight_dtype, kv_dtype)
-    device = catalog.device(device_name)
+    device = catalog.device(device_name, tensor=device_tp, pipeline=device_pp)
     grid = [parse_int_list(tokens, "--tokens", 1), parse_int_list(context, "--context", 0),
             parse_int_list(batch, "--batch", 1)]
     if len(grid[0]) * len(grid[1]) * len(grid[2]) > MAX_POINTS:

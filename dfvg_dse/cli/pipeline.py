@@ -12,8 +12,10 @@ from dfvg_dse.catalog import Catalog
 from dfvg_dse.files import check_plot_path, write_plot
 from dfvg_dse.acceptance.dynamic import MAX_DUO_GAMMA, MAX_EAGLE2_TOP_K
 from dfvg_dse.cli._base import (engine_option, SEED, FiniteFloatRange, Temperature, catalog_of, cli, emit_json, emit_table,
-                                emit_warnings, given_options, progress_line, refuse_other_rules, refuse_unused)
+                                emit_warnings, given_options, parallel_options, progress_line, refuse_other_rules,
+                                refuse_unused)
 from dfvg_dse.pipeline import estimate
+from dfvg_dse.specs.parallel import group_name
 from dfvg_dse.pipeline.presets import PRESETS
 from dfvg_dse.pipeline.scenarios import Setup, adapt_rule, compare
 from dfvg_dse.pipeline.sensitivity import VARIES, sweep
@@ -71,7 +73,8 @@ _DRAFT_OPTIONS = ("draft", "draft_device", "link_name", "acceptance_spec", "tree
 @click.option("--target", required=True, help="Target model (see `models list`).")
 @click.option("--draft", help="Draft model [required unless --schedule ar].")
 @click.option("--draft-device", help="Where the draft runs [default: the verify device].")
-@click.option("--verify-device", required=True, help="Where the target verifies (a GPU or CPU).")
+@click.option("--verify-device", required=True, help="Where the target verifies (a GPU or CPU, or a group: 4xh100-sxm).")
+@parallel_options("verify", "--verify-device")
 @click.option("--link", "link_name", help="Link between the devices [default: the draft device's host link].")
 @click.option("--acceptance", "acceptance_spec", help="Acceptance SPEC [default: pair:TARGET/DRAFT].")
 @click.option("--tree", "tree_spec", help="A static tree SPEC (chain:4, seq:2x4, ...).")
@@ -108,7 +111,8 @@ _DRAFT_OPTIONS = ("draft", "draft_device", "link_name", "acceptance_spec", "tree
 @click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.pass_context
-def estimate_cmd(ctx, target, draft, draft_device, verify_device, link_name, acceptance_spec, tree_spec, dynamic,
+def estimate_cmd(ctx, target, draft, draft_device, verify_device, verify_tp, verify_pp, link_name, acceptance_spec,
+                 tree_spec, dynamic,
                  threshold, temperature, k_max, budget, min_depth, max_depth, top_k, total_tokens, gamma, schedule,
                  gpu_fill, batch, context, target_dtype, draft_dtype, attention_efficiency, stochastic, sync_us,
                  run_sim, rounds, seed, as_json):
@@ -117,7 +121,7 @@ def estimate_cmd(ctx, target, draft, draft_device, verify_device, link_name, acc
         raise InputError("--gpu-fill needs --schedule overlap (the verifier fills the time it waits for a draft)")
     catalog = catalog_of(ctx)
     target_model = catalog.model(target).with_dtypes(target_dtype, target_dtype)
-    verify = catalog.device(verify_device)
+    verify = catalog.device(verify_device, tensor=verify_tp, pipeline=verify_pp)
     if verify.kind == "fpga":  # the FPGA overlays draft; a target verifies on a GPU or CPU
         raise InputError(f"--verify-device {verify.name}: {_KIND_WORDS[verify.kind]}, not a GPU or CPU (see "
                          "'dfvg-dse hw list --kind gpu' and '--kind cpu')")
@@ -267,6 +271,7 @@ def _print_compare(title: str, rows: list[dict]) -> None:
 @click.option("--target", help="Target model [required without --preset].")
 @click.option("--draft", help="Draft model [required without --preset].")
 @click.option("--gpu", default="rtx-4090", show_default=True, help="The verifier GPU (and the GPU-only scenarios').")
+@parallel_options("verify", "--gpu")
 @click.option("--fpga", default="v80", show_default=True)
 @click.option("--cpu", default="xeon-silver-4310", show_default=True, help="The host CPU (duodecoding, dovetail).")
 @click.option("--second-gpu", help="amusd's drafting GPU [default: another --gpu].")
@@ -281,13 +286,13 @@ def _print_compare(title: str, rows: list[dict]) -> None:
 @click.option("--plot", type=click.Path(dir_okay=False), help="Write a bar chart (PNG/SVG/PDF by extension).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.pass_context
-def compare_cmd(ctx, preset, target, draft, gpu, fpga, cpu, second_gpu, fpga_link, cpu_link, gpu_link,
+def compare_cmd(ctx, preset, target, draft, gpu, verify_tp, verify_pp, fpga, cpu, second_gpu, fpga_link, cpu_link, gpu_link,
                 acceptance_spec, batch, context, rounds, plot, as_json):
     """Every scenario side by side (ar, sps, specinfer, duodecoding, dovetail, amusd, dfvg) and DFVG's ablation."""
     path_of_plot = check_plot_path(plot) if plot else None  # before the work, not after it
     if preset:
-        refuse_unused(ctx, ["target", "draft", "gpu", "fpga", "cpu", "second_gpu", "fpga_link", "cpu_link", "gpu_link",
-                            "acceptance_spec", "batch", "context"],
+        refuse_unused(ctx, ["target", "draft", "gpu", "verify_tp", "verify_pp", "fpga", "cpu", "second_gpu", "fpga_link",
+                            "cpu_link", "gpu_link", "acceptance_spec", "batch", "context"],
                       f"with --preset {preset} (the preset fixes its pairs, devices, links, batch and context)")
         p = PRESETS[preset]
         runs = []
@@ -323,6 +328,7 @@ def compare_cmd(ctx, preset, target, draft, gpu, fpga, cpu, second_gpu, fpga_lin
         return
     if not (target and draft):
         raise InputError("--target and --draft are required without --preset")
+    gpu = group_name(gpu, verify_tp, verify_pp)
     setup = _setup(ctx, target, draft, gpu, fpga, cpu, second_gpu, fpga_link, cpu_link, gpu_link, acceptance_spec,
                    batch, context)
     rows = [estimate_record(e) for e in compare(setup, rounds).values()]
@@ -354,18 +360,20 @@ _VALUE_RANGES = {"link-latency": (0.0, 1e7, "give latencies in us, 0 to 1e7"),
 @click.option("--pair", default="qwen3-8b/qwen3-0.6b", show_default=True, help="Target/draft of the preset to vary.")
 @click.option("--values", help="Comma-separated values [default: a range suited to --vary].")
 @click.option("--gpu", help="Verifier GPU [default: the preset's].")
+@parallel_options("verify", "--gpu")
 @click.option("--rounds", type=click.IntRange(100, 10**6), default=2000, show_default=True)
 @click.option("--plot", type=click.Path(dir_okay=False), help="Write the plot (PNG/SVG/PDF by extension).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.pass_context
-def sensitivity_cmd(ctx, vary, preset, pair, values, gpu, rounds, plot, as_json):
+def sensitivity_cmd(ctx, vary, preset, pair, values, gpu, verify_tp, verify_pp, rounds, plot, as_json):
     """Speedup of dfvg, amusd, specinfer and sps as one factor varies, and where the FPGA split stops paying."""
     path_of_plot = check_plot_path(plot) if plot else None  # before the work, not after it
     p = PRESETS[preset]
     target, _, draft = pair.partition("/")
     if not (target and draft) or "/" in draft:
         raise InputError(f"--pair {pair!r}: expected TARGET/DRAFT, e.g. qwen3-8b/qwen3-0.6b")
-    setup = _setup(ctx, target, draft, gpu or p["gpu"], p["fpga"], p["cpu"], None, p["fpga_link"], p["cpu_link"],
+    gpu = group_name(gpu or p["gpu"], verify_tp, verify_pp)
+    setup = _setup(ctx, target, draft, gpu, p["fpga"], p["cpu"], None, p["fpga_link"], p["cpu_link"],
                    p["gpu_link"], None, p["batch"], p["context"], p["target_dtype"], p["draft_dtype"])
     defaults = {"link-latency": "1,3,10,30,100,300,1000,3000", "acceptance": "0.5,0.6,0.7,0.75,0.8,0.85,0.9,0.95",
                 "target": "llama-3.2-1b,qwen3-1.7b,qwen3-4b,qwen3-8b,qwen3-14b,qwen3-32b,llama-3.1-70b",
@@ -388,7 +396,7 @@ def sensitivity_cmd(ctx, vary, preset, pair, values, gpu, rounds, plot, as_json)
             raise InputError(f"--values: {bad[0]:.6g} is out of range for --vary {vary}; {what}")
     result = sweep(setup, vary, xs, models, rounds)
     if plot:
-        title = f"{pair} on {gpu or p['gpu']} + {p['fpga']}: speedup vs {result.x_label}"
+        title = f"{pair} on {gpu} + {p['fpga']}: speedup vs {result.x_label}"
         write_plot(path_of_plot, lambda tmp: plot_sweep(result, tmp, title))
     if as_json:
         emit_json(result._asdict())

@@ -8,6 +8,7 @@ from typing import NamedTuple
 import numpy as np
 
 from dfvg_dse.costs.fpga_draft import fpga_forward_cost
+from dfvg_dse.costs.parallel import shard_model
 from dfvg_dse.costs.processor import processor_forward_cost
 from dfvg_dse.costs.roofline import ForwardCost
 from dfvg_dse.costs.work import param_counts
@@ -56,11 +57,14 @@ def memory_fit(model: ModelSpec, device: DeviceSpec, context_tokens, batch=1) ->
     """Stored weights (every parameter once) plus a KV cache of b x c tokens against capacity.
 
     `context_tokens` should count every token the cache must hold (prompt, generated and the
-    tokens in flight).
+    tokens in flight). A group of GPUs is checked per device: the largest shard (costs/parallel.py) against one device.
     """
+    capacity = device.memory_capacity_bytes
+    if device.parallel is not None:
+        group = device.parallel
+        model, capacity = shard_model(model, group.tensor, group.pipeline), group.unit.memory_capacity_bytes
     weights = float(param_counts(model).total * model.weight_bytes_per_param)
     cached = model.attended_context(np.asarray(context_tokens, dtype=float))  # a rolling buffer under a window
     kv = np.asarray(batch, dtype=float) * cached * model.kv_bytes_per_token
     required = weights + kv
-    capacity = device.memory_capacity_bytes
     return MemoryFit(required <= capacity, required, capacity, weights, kv)

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from dfvg_dse.costs.parallel import communication_time_s, shard_model
 from dfvg_dse.costs.roofline import (COMPUTE, MEMORY, OVERHEAD, ForwardCost, RooflineTime, forward_cost, roofline_time,
                                      smooth_roofline_time)
 from dfvg_dse.costs.work import ForwardWork, forward_work, param_counts
 from dfvg_dse.specs import DeviceSpec, ModelSpec
 from dfvg_dse.specs.engines import EngineProfile
+from dfvg_dse.specs.parallel import unit_of
 
 
 def engine_peak_flops_per_s(device: DeviceSpec, compute_dtype: str, fp16_accumulate: bool) -> float:
@@ -70,7 +72,15 @@ def linear_row_ratio(ratios: tuple[float, ...], rows) -> np.ndarray:
 
 def processor_forward_cost(model: ModelSpec, device: DeviceSpec, n_tokens, context_tokens, batch=1,
                            tree_pairs=None, attention_efficiency: float = 1.0) -> ForwardCost:
-    """Time of one forward of n new tokens at context c and batch b on a GPU or CPU, in seconds."""
+    """Time of one forward of n new tokens at context c and batch b on a GPU or CPU (or a group of
+    GPUs: one shard's forward and the group's collectives, costs/parallel.py), in seconds."""
+    if device.parallel is not None:
+        group = device.parallel
+        shard = processor_forward_cost(shard_model(model, group.tensor), unit_of(device), n_tokens, context_tokens,
+                                       batch, tree_pairs, attention_efficiency)
+        fixed = (device.engine.forward_overhead_s if device.engine is not None else group.unit.forward_overhead_s)
+        return shard.with_communication(communication_time_s(model, group, n_tokens, batch)
+                                        + (group.pipeline - 1) * fixed)
     work = forward_work(model, n_tokens, context_tokens, batch, tree_pairs)
     if device.engine is not None:  # a fitted engine profile replaces the roofline's efficiencies
         return forward_cost(engine_roofline(model, device, work, device.engine, batch), work.flops, work.bytes)

@@ -13,8 +13,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-BOUNDS = ("compute", "memory", "overhead")
-COMPUTE, MEMORY, OVERHEAD = 0, 1, 2
+BOUNDS = ("compute", "memory", "overhead", "communication")
+COMPUTE, MEMORY, OVERHEAD, COMMUNICATION = 0, 1, 2, 3
 
 
 class RooflineTime(NamedTuple):
@@ -91,10 +91,20 @@ class ForwardCost(NamedTuple):
     bytes: np.ndarray
     passes: np.ndarray
     weights_on_chip: np.ndarray
+    communication_time_s: np.ndarray | float = 0.0  # collectives among a group's devices (costs/parallel.py)
 
     @property
     def bound_name(self) -> np.ndarray:
         return bound_names(self.bound)
+
+    def with_communication(self, seconds) -> ForwardCost:
+        """This forward with `seconds` of collectives after its kernels (they do not overlap at
+        decode: each layer waits for its all-reduce); the bound is `communication` where they
+        exceed compute, memory and overhead."""
+        comm = np.broadcast_to(np.asarray(seconds, dtype=float), np.shape(self.time_s))
+        largest = np.maximum.reduce([self.compute_time_s, self.memory_time_s, self.overhead_time_s])
+        bound = np.where(comm > largest, COMMUNICATION, self.bound).astype(np.int8)
+        return self._replace(time_s=self.time_s + comm, bound=bound, communication_time_s=comm)
 
 
 def forward_cost(roof: RooflineTime, flops, moved_bytes, passes=1, weights_on_chip=False) -> ForwardCost:

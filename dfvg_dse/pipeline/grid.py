@@ -238,13 +238,14 @@ def evaluate_points(space: SearchSpace, shapes: list[Shape], drafts: list[Device
         lanes = drafter.fpga.branch_lanes if drafter.fpga is not None else np.inf
         c_width = maxw_all[s] - lanes
         positions = space.context + nodes + 1
-        need = memory_fit(space.target, verifier, positions, b).required_bytes
+        target_fit = memory_fit(space.target, verifier, positions, b)  # per device of a group
+        need = target_fit.required_bytes
         if same:
             need = need + memory_fit(space.draft, verifier, positions, b).required_bytes
-        c_mem = need - verifier.memory_capacity_bytes
+        c_mem = need - target_fit.capacity_bytes
         if not same:
-            c_mem = np.maximum(c_mem, memory_fit(space.draft, drafter, positions, b).required_bytes
-                               - drafter.memory_capacity_bytes)
+            draft_fit = memory_fit(space.draft, drafter, positions, b)
+            c_mem = np.maximum(c_mem, draft_fit.required_bytes - draft_fit.capacity_bytes)
         values = dict(tokens_per_s=tokens / cycle, tokens_per_s_per_sequence=tokens / cycle / b,
                       j_per_token=j_per_token, round_time_s=cycle,
                       speedup_vs_ar=(tokens / cycle) / (b / t_ar), energy_efficiency_vs_ar=ar_j / j_per_token,

@@ -83,8 +83,9 @@ def feasibility(config: DecodeConfig, shape: RoundShape | None) -> str:
     need = float(target_fit.required_bytes) + (float(draft_fit.required_bytes) if draft_fit is not None and same else 0)
     if need > target_fit.capacity_bytes:
         what = "target and draft need" if same and draft_fit is not None else "target needs"
-        return (f"{what} {need / 1e9:.1f} GB on '{system.verify.name}', which holds "
-                f"{target_fit.capacity_bytes / 1e9:.1f} GB")
+        each = " per GPU" if system.verify.parallel is not None else ""
+        return (f"{what} {need / 1e9:.1f} GB{each} on '{system.verify.name}', which holds "
+                f"{target_fit.capacity_bytes / 1e9:.1f} GB{each}")
     if draft_fit is not None and not same and not bool(draft_fit.fits):
         return (f"draft needs {float(draft_fit.required_bytes) / 1e9:.1f} GB on '{system.draft.name}', which holds "
                 f"{draft_fit.capacity_bytes / 1e9:.1f} GB")

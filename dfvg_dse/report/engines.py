@@ -56,7 +56,11 @@ def _vllm(names: dict, settings: dict, realised: dict) -> dict:
               "speculative_config": spec}
     command = ["vllm", "serve", names["target"], "--dtype", settings["dtype"], "--max-model-len",
                str(settings["max_len"]), "--max-num-seqs", str(realised["batch"]), "--tensor-parallel-size",
-               str(settings["tensor_parallel"]), "--speculative-config", json.dumps(spec, separators=(",", ":"))]
+               str(settings["tensor_parallel"])]
+    if settings.get("pipeline_parallel", 1) > 1:
+        kwargs["pipeline_parallel_size"] = settings["pipeline_parallel"]
+        command += ["--pipeline-parallel-size", str(settings["pipeline_parallel"])]
+    command += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
     return {"command": shlex.join(command), "llm_kwargs": kwargs}
 
 
@@ -66,6 +70,8 @@ def _sglang(names: dict, settings: dict, realised: dict) -> dict:
             "speculative_algorithm": "STANDALONE", "speculative_draft_model_path": names["draft"],
             "speculative_num_steps": realised["depth"], "speculative_eagle_topk": realised["topk"],
             "speculative_num_draft_tokens": realised["draft_tokens"] + 1}  # SGLang counts the root
+    if settings.get("pipeline_parallel", 1) > 1:
+        args["pp_size"] = settings["pipeline_parallel"]
     command = ["python", "-m", "sglang.launch_server"]
     for key, value in args.items():
         command += ["--" + key.replace("_", "-"), str(value)]
@@ -100,8 +106,11 @@ def _trtllm(names: dict, settings: dict, realised: dict) -> dict:
     options = {"dtype": settings["dtype"], "max_batch_size": realised["batch"], "max_seq_len": settings["max_len"],
                "tensor_parallel_size": settings["tensor_parallel"], "speculative_config": spec}
     command = ["trtllm-serve", names["target"], "--backend", "pytorch", "--max_batch_size", str(realised["batch"]),
-               "--max_seq_len", str(settings["max_len"]), "--tp_size", str(settings["tensor_parallel"]),
-               "--extra_llm_api_options", settings["options_file"]]
+               "--max_seq_len", str(settings["max_len"]), "--tp_size", str(settings["tensor_parallel"])]
+    if settings.get("pipeline_parallel", 1) > 1:
+        options["pipeline_parallel_size"] = settings["pipeline_parallel"]
+        command += ["--pp_size", str(settings["pipeline_parallel"])]
+    command += ["--extra_llm_api_options", settings["options_file"]]
     # JSON is YAML (1.2; PyYAML's safe_load reads it): the options file needs no YAML writer
     return {"command": shlex.join(command), "yaml": json.dumps(options, indent=2) + "\n",
             "options_file": settings["options_file"],

@@ -341,6 +341,7 @@ class DeviceSpec:
     display_name: str = ""
     price_usd_per_s: float | None = None
     host_link: str | None = None
+    peer_link: str | None = None  # GPU to GPU, for stages spread over several (specs/parallel.py)
     fpga: FpgaFabric | None = None
     cores: int | None = None
     source: str = ""
@@ -370,6 +371,8 @@ class DeviceSpec:
     # A calibrated device names the profile fitted to its own forwards (`calibrate --torch-device`);
     # it prices the device whatever --engine says
     own_engine: str = ""
+    # A group of these devices (specs/parallel.py: ParallelGroup); None for one device
+    parallel: object | None = None
 
     def __post_init__(self) -> None:
         _require_choice(self, "kind", DEVICE_KINDS)
@@ -454,13 +457,18 @@ class LinkSpec:
     energy_j_per_bit: float
     display_name: str = ""
     source: str = ""
+    # A collective (all-reduce, all-gather) among GPUs on this link: a fixed start plus one latency per
+    # step of its algorithm (ring: 2(N-1) steps for an all-reduce); costs/parallel.py
+    collective_base_latency_s: float = 0.0
+    collective_step_latency_s: float = 0.0
 
     def __post_init__(self) -> None:
         _require_choice(self, "link_type", LINK_TYPES)
         _require_choice(self, "path", LINK_PATHS)
         _require_positive(self, "bandwidth_bytes_per_s")
         _require_fraction(self, "efficiency")
-        _require_non_negative(self, "latency_s", "software_overhead_s", "energy_j_per_bit")
+        _require_non_negative(self, "latency_s", "software_overhead_s", "energy_j_per_bit", "collective_base_latency_s",
+                              "collective_step_latency_s")
         _require_int(self, "hops")
 
     @property

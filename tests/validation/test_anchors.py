@@ -37,7 +37,7 @@ def test_every_row_is_reported_with_both_errors(report):
     # leave-one-source-out never beats the fit that saw the row (in the median)
     inside = {s["category"]: s for s in document["in_sample_summary"]}
     assert categories["all"]["median_abs_error"] >= inside["all"]["median_abs_error"]
-    assert {p.split("/")[-1] for p in document["written"]} == {"anchors.csv", "anchors-summary.csv", "speculative.csv",
+    assert {p.split("/")[-1] for p in document["written"]} == {"anchors.csv", "anchors-summary.csv", "speculative.csv", "set-aside.csv",
                                                                "anchors.png"}
 
 

@@ -1,0 +1,95 @@
+"""A stage spread over several identical devices (issue 17): tensor and pipeline parallelism.
+
+`ParallelGroup` names the unit device, the degrees and the link between the devices. The group is
+itself a `DeviceSpec` (`group_device`): its name (`4xh100-sxm`), memory, power and price are the
+group's totals, so energy, $/token and memory checks read it like any device, while forward costs
+shard the model over `unit` and add the collectives (costs/parallel.py, docs/cost-model.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+
+from dfvg_dse.specs.hardware import DeviceSpec, LinkSpec, MemoryTier, SpecError
+
+MAX_DEVICES = 64
+GROUP_NAME_RE = re.compile(r"^([1-9][0-9]?)x([a-z0-9][a-z0-9._-]*?)(?:-pp([1-9][0-9]?))?$")
+
+
+@dataclass(frozen=True)
+class ParallelGroup:
+    """`tensor` x `pipeline` copies of `unit`, joined by `link` (GPU to GPU)."""
+
+    unit: DeviceSpec
+    tensor: int = 1
+    pipeline: int = 1
+    link: LinkSpec | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("tensor", "pipeline"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_DEVICES:
+                raise SpecError(f"{name}_parallel", value, f"an integer in 1..{MAX_DEVICES}")
+        if self.devices > MAX_DEVICES:
+            raise SpecError("devices", self.devices, f"tensor x pipeline must be <= {MAX_DEVICES}")
+        if self.unit.kind != "gpu":
+            raise SpecError("device", self.unit.name, "parallel stages span GPUs (an FPGA or CPU stage is one device)")
+        if self.unit.parallel is not None:
+            raise SpecError("device", self.unit.name, "is already a group; give the single device")
+        if self.devices > 1 and self.link is None:
+            raise SpecError("peer_link", None, f"{self.unit.name} names no peer_link between its devices")
+
+    @property
+    def devices(self) -> int:
+        return self.tensor * self.pipeline
+
+
+def group_name(unit: str, tensor: int = 1, pipeline: int = 1) -> str:
+    """`4xh100-sxm` (tensor parallel), `8xh100-sxm-pp2` (TP 4 x PP 2); the unit's own name at 1 x 1."""
+    if (tensor, pipeline) == (1, 1):
+        return unit
+    return f"{tensor * pipeline}x{unit}" + (f"-pp{pipeline}" if pipeline > 1 else "")
+
+
+def parse_group_name(name: str) -> tuple[str, int, int] | None:
+    """(unit, tensor, pipeline) of a group name (`4xh100-sxm`, `8xh100-sxm-pp2`); None otherwise."""
+    match = GROUP_NAME_RE.match(name)
+    if match is None:
+        return None
+    devices, pipeline = int(match.group(1)), int(match.group(3) or 1)
+    if devices % pipeline:
+        raise SpecError("device", name, f"{devices} devices do not split into {pipeline} pipeline stages")
+    return match.group(2), devices // pipeline, pipeline
+
+
+def _scaled_tier(tier: MemoryTier, count: int) -> MemoryTier:
+    return dataclasses.replace(tier, capacity_bytes=tier.capacity_bytes * count,
+                               bandwidth_bytes_per_s=tier.bandwidth_bytes_per_s * count)
+
+
+def group_device(unit: DeviceSpec, tensor: int = 1, pipeline: int = 1, link: LinkSpec | None = None) -> DeviceSpec:
+    """The group as one device: totals of memory, peaks, power and price; `unit` itself at 1 x 1."""
+    group = ParallelGroup(unit, tensor, pipeline, link)
+    if group.devices == 1:
+        return unit
+    n = group.devices
+    price = unit.price_usd_per_s * n if unit.price_usd_per_s is not None else None
+    return dataclasses.replace(
+        unit, name=group_name(unit.name, tensor, pipeline),
+        display_name=f"{n} x {unit.display_name or unit.name} (TP {tensor}" + (f", PP {pipeline})" if pipeline > 1 else ")"),
+        peak_flops_per_s=tuple((d, p * n) for d, p in unit.peak_flops_per_s),
+        memory=tuple(_scaled_tier(t, n) for t in unit.memory), tdp_w=unit.tdp_w * n,
+        decode_power_w=unit.decode_power_w * n, idle_power_w=unit.idle_power_w * n, price_usd_per_s=price,
+        fp16_accumulate_peak_flops_per_s=(unit.fp16_accumulate_peak_flops_per_s * n
+                                          if unit.fp16_accumulate_peak_flops_per_s else None),
+        parallel=group)
+
+
+def unit_of(device: DeviceSpec) -> DeviceSpec:
+    """The single device a forward runs on: the group's unit, under the group's engine profile."""
+    group = device.parallel
+    if group is None:
+        return device
+    return dataclasses.replace(group.unit, engine=device.engine)
