@@ -251,21 +251,24 @@ class Catalog:
                 raise DataError(path, field, link, f"names no link entry; {hint}see 'dfvg-dse hw list --kind link'")
         return entry
 
-    def device(self, name: str, tensor: int = 1, pipeline: int = 1) -> DeviceSpec:
+    def device(self, name: str, tensor: int = 1, pipeline: int = 1, expert: int = 1) -> DeviceSpec:
         """A device; a GPU priced by this catalog's engine profile (with_engine), if any. A group of
-        GPUs (specs/parallel.py) by name (`4xh100-sxm`, `8xh100-sxm-pp2`) or by its degrees."""
+        GPUs (specs/parallel.py) by name (`4xh100-sxm`, `8xh100-sxm-pp2`, `4xh100-sxm-ep4`) or by its
+        degrees (an expert degree alone implies the same tensor degree)."""
         group = parse_group_name(name) if self._hw_path_or_none(name) is None else None
         if group is not None:
-            if (tensor, pipeline) != (1, 1):
+            if (tensor, pipeline, expert) != (1, 1, 1):
                 raise InputError(f"device {name} is already a group; give its unit ({group[0]}) with the degrees")
-            name, tensor, pipeline = group
+            name, tensor, pipeline, expert = group
+        if tensor == 1 and expert > 1:
+            tensor = expert
         if (tensor, pipeline) != (1, 1):
             unit = self.device(name)
             link = self.link(unit.peer_link) if unit.peer_link else None
             try:
-                return group_device(unit, tensor, pipeline, link)
+                return group_device(unit, tensor, pipeline, link, expert)
             except SpecError as err:
-                raise InputError(f"{group_name(name, tensor, pipeline)}: {err}") from None
+                raise InputError(f"{group_name(name, tensor, pipeline, expert)}: {err}") from None
         spec = self.hw_entry(name, ("fpga", "gpu", "cpu"), "device").spec
         if spec.own_engine:  # a calibrated device brings the profile fitted to its own forwards
             return dataclasses.replace(spec, engine=self.engine(spec.own_engine))

@@ -382,13 +382,13 @@ def engine_option(command):
 
 
 def parallel_options(role: str, device_option: str):
-    """--ROLE-tp N and --ROLE-pp N (--tp, --pp without a role): the GPU of `device_option` as a group of
-    N x M GPUs, tensor x pipeline parallel (docs/cost-model.md, "Parallel stages"); a group name such as
-    4xh100-sxm says the same."""
+    """--ROLE-tp N, --ROLE-pp N and --ROLE-ep N (--tp, --pp, --ep without a role): the GPU of
+    `device_option` as a group of N x M GPUs, tensor x pipeline parallel, a mixture of experts' experts
+    spread over the N (docs/cost-model.md, "Parallel stages"); a group name such as 4xh100-sxm says the same."""
     prefix = f"--{role}-" if role else "--"
 
     def wrap(command):
-        for kind, words in (("pp", "pipeline"), ("tp", "tensor")):
+        for kind, words in (("ep", "expert"), ("pp", "pipeline"), ("tp", "tensor")):
             command = click.option(f"{prefix}{kind}", f"{role or 'device'}_{kind}", type=click.IntRange(1, 64),
                                    default=1, show_default=True,
                                    help=f"{words.capitalize()}-parallel degree of {device_option} (or name a group: "

@@ -86,6 +86,7 @@ def _engine_export(design: dict, fmt: str, support, pricer: _Pricer, options_fil
     group = next(d for d in space.verify_devices if d.name == design["verify_device"]).parallel
     settings = {"dtype": chosen["target_dtype"], "max_len": 2 * space.context, "max_new_tokens": space.context,
                 "tensor_parallel": group.tensor if group else 1, "pipeline_parallel": group.pipeline if group else 1,
+                "expert_parallel": group.expert if group else 1,
                 "options_file": options_file}
     return engine_config(design, fmt, support, record, settings)
 

@@ -129,12 +129,12 @@ def models_import(ctx: click.Context, config: str, name: str, source: str | None
 @click.option("--json", "as_json", is_flag=True, help="JSON on stdout: one object, or a list for several points.")
 @click.pass_context
 def cost(ctx: click.Context, model_name: str, device_name: str, tokens: str, context: str, batch: str,
-         weight_dtype: str | None, kv_dtype: str | None, device_tp: int, device_pp: int, as_json: bool) -> None:
+         weight_dtype: str | None, kv_dtype: str | None, device_tp: int, device_pp: int, device_ep: int, as_json: bool) -> None:
     """Time of one forward pass on one device (or a group of GPUs): bound, FLOPs, bytes and memory fit
     (per device for a group)."""
     catalog = catalog_of(ctx)
     model = catalog.model(model_name).with_dtypes(weight_dtype, kv_dtype)
-    device = catalog.device(device_name, tensor=device_tp, pipeline=device_pp)
+    device = catalog.device(device_name, tensor=device_tp, pipeline=device_pp, expert=device_ep)
     grid = [parse_int_list(tokens, "--tokens", 1), parse_int_list(context, "--context", 0),
             parse_int_list(batch, "--batch", 1)]
     if len(grid[0]) * len(grid[1]) * len(grid[2]) > MAX_POINTS:

@@ -111,7 +111,7 @@ _DRAFT_OPTIONS = ("draft", "draft_device", "link_name", "acceptance_spec", "tree
 @click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.pass_context
-def estimate_cmd(ctx, target, draft, draft_device, verify_device, verify_tp, verify_pp, link_name, acceptance_spec,
+def estimate_cmd(ctx, target, draft, draft_device, verify_device, verify_tp, verify_pp, verify_ep, link_name, acceptance_spec,
                  tree_spec, dynamic,
                  threshold, temperature, k_max, budget, min_depth, max_depth, top_k, total_tokens, gamma, schedule,
                  gpu_fill, batch, context, target_dtype, draft_dtype, attention_efficiency, stochastic, sync_us,
@@ -121,7 +121,7 @@ def estimate_cmd(ctx, target, draft, draft_device, verify_device, verify_tp, ver
         raise InputError("--gpu-fill needs --schedule overlap (the verifier fills the time it waits for a draft)")
     catalog = catalog_of(ctx)
     target_model = catalog.model(target).with_dtypes(target_dtype, target_dtype)
-    verify = catalog.device(verify_device, tensor=verify_tp, pipeline=verify_pp)
+    verify = catalog.device(verify_device, tensor=verify_tp, pipeline=verify_pp, expert=verify_ep)
     if verify.kind == "fpga":  # the FPGA overlays draft; a target verifies on a GPU or CPU
         raise InputError(f"--verify-device {verify.name}: {_KIND_WORDS[verify.kind]}, not a GPU or CPU (see "
                          "'dfvg-dse hw list --kind gpu' and '--kind cpu')")
@@ -286,12 +286,12 @@ def _print_compare(title: str, rows: list[dict]) -> None:
 @click.option("--plot", type=click.Path(dir_okay=False), help="Write a bar chart (PNG/SVG/PDF by extension).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.pass_context
-def compare_cmd(ctx, preset, target, draft, gpu, verify_tp, verify_pp, fpga, cpu, second_gpu, fpga_link, cpu_link, gpu_link,
+def compare_cmd(ctx, preset, target, draft, gpu, verify_tp, verify_pp, verify_ep, fpga, cpu, second_gpu, fpga_link, cpu_link, gpu_link,
                 acceptance_spec, batch, context, rounds, plot, as_json):
     """Every scenario side by side (ar, sps, specinfer, duodecoding, dovetail, amusd, dfvg) and DFVG's ablation."""
     path_of_plot = check_plot_path(plot) if plot else None  # before the work, not after it
     if preset:
-        refuse_unused(ctx, ["target", "draft", "gpu", "verify_tp", "verify_pp", "fpga", "cpu", "second_gpu", "fpga_link",
+        refuse_unused(ctx, ["target", "draft", "gpu", "verify_tp", "verify_pp", "verify_ep", "fpga", "cpu", "second_gpu", "fpga_link",
                             "cpu_link", "gpu_link", "acceptance_spec", "batch", "context"],
                       f"with --preset {preset} (the preset fixes its pairs, devices, links, batch and context)")
         p = PRESETS[preset]
@@ -328,7 +328,7 @@ def compare_cmd(ctx, preset, target, draft, gpu, verify_tp, verify_pp, fpga, cpu
         return
     if not (target and draft):
         raise InputError("--target and --draft are required without --preset")
-    gpu = group_name(gpu, verify_tp, verify_pp)
+    gpu = group_name(gpu, verify_tp, verify_pp, verify_ep)
     setup = _setup(ctx, target, draft, gpu, fpga, cpu, second_gpu, fpga_link, cpu_link, gpu_link, acceptance_spec,
                    batch, context)
     rows = [estimate_record(e) for e in compare(setup, rounds).values()]
@@ -365,14 +365,14 @@ _VALUE_RANGES = {"link-latency": (0.0, 1e7, "give latencies in us, 0 to 1e7"),
 @click.option("--plot", type=click.Path(dir_okay=False), help="Write the plot (PNG/SVG/PDF by extension).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.pass_context
-def sensitivity_cmd(ctx, vary, preset, pair, values, gpu, verify_tp, verify_pp, rounds, plot, as_json):
+def sensitivity_cmd(ctx, vary, preset, pair, values, gpu, verify_tp, verify_pp, verify_ep, rounds, plot, as_json):
     """Speedup of dfvg, amusd, specinfer and sps as one factor varies, and where the FPGA split stops paying."""
     path_of_plot = check_plot_path(plot) if plot else None  # before the work, not after it
     p = PRESETS[preset]
     target, _, draft = pair.partition("/")
     if not (target and draft) or "/" in draft:
         raise InputError(f"--pair {pair!r}: expected TARGET/DRAFT, e.g. qwen3-8b/qwen3-0.6b")
-    gpu = group_name(gpu or p["gpu"], verify_tp, verify_pp)
+    gpu = group_name(gpu or p["gpu"], verify_tp, verify_pp, verify_ep)
     setup = _setup(ctx, target, draft, gpu, p["fpga"], p["cpu"], None, p["fpga_link"], p["cpu_link"],
                    p["gpu_link"], None, p["batch"], p["context"], p["target_dtype"], p["draft_dtype"])
     defaults = {"link-latency": "1,3,10,30,100,300,1000,3000", "acceptance": "0.5,0.6,0.7,0.75,0.8,0.85,0.9,0.95",

@@ -27,6 +27,9 @@ def compute_dtype_warnings(model: ModelSpec, device: DeviceSpec) -> list[str]:
         lines.append(f"{device.name} has no {peak.requested} peak: {model.name}'s {model.weight_dtype} weights are "
                      f"costed at its {peak.dtype} rate, {peak.flops_per_s / 1e12:.4g} TFLOP/s dense peak "
                      f"({model.weight_bytes_per_param:g} B per weight streamed, compute as {peak.dtype})")
+    if device.parallel is not None and device.parallel.expert > 1 and model.moe is None:
+        lines.append(f"{device.name}: {model.name} is dense, so expert parallelism does not apply: priced tensor "
+                     f"parallel over {device.parallel.tensor} GPUs")
     if device.engine is not None:
         kernel, fell_back = device.engine.kernel(model.weight_dtype)
         if fell_back:  # no published rows of this engine with these weights: another class's kernels price them
@@ -62,7 +65,7 @@ def memory_fit(model: ModelSpec, device: DeviceSpec, context_tokens, batch=1) ->
     capacity = device.memory_capacity_bytes
     if device.parallel is not None:
         group = device.parallel
-        model, capacity = shard_model(model, group.tensor, group.pipeline), group.unit.memory_capacity_bytes
+        model, capacity = shard_model(model, group.tensor, group.pipeline, group.expert), group.unit.memory_capacity_bytes
     weights = float(param_counts(model).total * model.weight_bytes_per_param)
     cached = model.attended_context(np.asarray(context_tokens, dtype=float))  # a rolling buffer under a window
     kv = np.asarray(batch, dtype=float) * cached * model.kv_bytes_per_token

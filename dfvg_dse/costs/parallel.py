@@ -12,7 +12,15 @@ stage in turn: its latency is the TP forward of all L layers, P - 1 hops of the 
 the link, and P - 1 more fixed forward overheads; each stage holds L/P layers in memory. A stage is
 busy 1/P of a round unless P independent rounds are in flight; speculation keeps one round per
 sequence in flight, so at batch 1 the other stages wait (TODO(issue 17): micro-batched pipelines,
-the rounds of b sequences staggered over the stages, and expert parallelism's all-to-all).
+the rounds of b sequences staggered over the stages).
+
+Expert parallelism (vLLM --enable-expert-parallel, SGLang --ep-size, with attention tensor
+parallel over the same GPUs) keeps every routed expert whole on one GPU, 1/E of them each, and
+splits attention as TP does. Every GPU already holds every token after attention's all-reduce, so
+dispatch costs nothing, and the combine is the all-reduce TP does after the FFN anyway: the
+collectives are TP's. The layer waits for the GPU whose experts the tokens touch most
+(costs/moe.py), where TP's width split is balanced by construction; in exchange each expert's
+GEMM is whole. TODO(issue 17): data-parallel attention with an all-to-all dispatch (DeepEP).
 
 A collective over N ranks on a link (NCCL's model of itself, src/graph/tuning.cc): a fixed start
 `collective_base_latency_s`, one `collective_step_latency_s` per algorithm step and the bytes each
@@ -37,15 +45,18 @@ ALL_REDUCES_PER_LAYER = 2
 TREE_LINKS = ("ethernet-rdma",)  # links between nodes, where NCCL's tree has log2 N depth
 
 
-def _split(total: int, parts: int, what: str, model: ModelSpec) -> int:
+def _split(total: int, parts: int, what: str, model: ModelSpec, field: str = "tensor_parallel") -> int:
     if total % parts:
-        raise SpecError("tensor_parallel", parts, f"must divide {model.name}'s {what} ({total})")
+        raise SpecError(field, parts, f"must divide {model.name}'s {what} ({total})")
     return total // parts
 
 
-def shard_model(model: ModelSpec, tensor: int, pipeline: int = 1) -> ModelSpec:
+def shard_model(model: ModelSpec, tensor: int, pipeline: int = 1, expert: int = 1) -> ModelSpec:
     """The part of `model` one device holds under TP `tensor` and PP `pipeline` (the largest stage:
-    ceil(L / P) layers, the embedding and the LM head, the latter split over the vocabulary)."""
+    ceil(L / P) layers, the embedding and the LM head, the latter split over the vocabulary); with
+    expert parallelism (`expert` = `tensor`) whole experts, 1/E of them, instead of every expert's 1/T.
+    A dense model on an expert-parallel group is tensor parallel (vLLM and SGLang ignore the experts'
+    degree there; costs/forward.py says so)."""
     if pipeline > model.n_layers:
         raise SpecError("pipeline_parallel", pipeline, f"must be <= {model.name}'s {model.n_layers} layers")
     if tensor == 1 and pipeline == 1:
@@ -59,7 +70,10 @@ def shard_model(model: ModelSpec, tensor: int, pipeline: int = 1) -> ModelSpec:
     else:
         raise SpecError("tensor_parallel", tensor, f"must divide {model.name}'s {kv} KV heads or be a multiple of them")
     moe = model.moe
-    if moe is not None:
+    if moe is not None and expert > 1:
+        _split(moe.n_experts, expert, "experts", model, "expert_parallel")
+        moe = dataclasses.replace(moe, ep_ranks=expert)
+    elif moe is not None:
         moe = dataclasses.replace(moe, d_expert=_split(moe.d_expert, tensor, "expert width", model))
     dense_ffn = model.moe is None or model.moe.dense_layers > 0
     d_ffn = _split(model.d_ffn, tensor, "FFN width", model) if dense_ffn else model.d_ffn  # unused when all are MoE

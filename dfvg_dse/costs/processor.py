@@ -76,7 +76,7 @@ def processor_forward_cost(model: ModelSpec, device: DeviceSpec, n_tokens, conte
     GPUs: one shard's forward and the group's collectives, costs/parallel.py), in seconds."""
     if device.parallel is not None:
         group = device.parallel
-        shard = processor_forward_cost(shard_model(model, group.tensor), unit_of(device), n_tokens, context_tokens,
+        shard = processor_forward_cost(shard_model(model, group.tensor, 1, group.expert), unit_of(device), n_tokens, context_tokens,
                                        batch, tree_pairs, attention_efficiency)
         fixed = (device.engine.forward_overhead_s if device.engine is not None else group.unit.forward_overhead_s)
         return shard.with_communication(communication_time_s(model, group, n_tokens, batch)

@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from dfvg_dse.costs.moe import expected_distinct_experts
+from dfvg_dse.costs.moe import expected_busiest_rank_experts
 from dfvg_dse.specs import ModelSpec
 
 
@@ -78,10 +78,11 @@ def param_counts(model: ModelSpec) -> ParamCounts:
         moe, dense = model.moe, model.moe.dense_layers
         attn_w, attn_all = _attention_counts(model)
         expert, router = _ffn_counts(model, moe.d_expert)[1], d * moe.n_experts
-        routed = model.moe_layers * moe.n_experts * expert
+        routed = model.moe_layers * moe.experts_per_rank * expert  # one GPU's share under expert parallelism
         layers_matmul = dense * layer_matmul + model.moe_layers * (attn_w + router) + routed
         layers_all = dense * layer_all + model.moe_layers * (attn_all + router) + routed
-        active_layers = dense * layer_matmul + model.moe_layers * (attn_w + router + moe.experts_per_token * expert)
+        per_token = moe.experts_per_token * expert // moe.ep_ranks  # a GPU's mean share of a token's experts
+        active_layers = dense * layer_matmul + model.moe_layers * (attn_w + router + per_token)
     total = embedding + layers_all + final_norm + proj + (0 if model.tied_embeddings else head)
     matmul = layers_matmul + proj + head
     active_matmul = matmul if model.moe is None else active_layers + proj + head
@@ -96,11 +97,12 @@ def param_counts(model: ModelSpec) -> ParamCounts:
 
 def streamed_weights(model: ModelSpec, routed_tokens) -> np.ndarray:
     """Weights one forward of `routed_tokens` tokens (n x b) streams: all of a dense model's but the
-    embedding table; of a MoE, the shared part and only the routed experts its tokens touch."""
+    embedding table; of a MoE, the shared part and only the routed experts its tokens touch (on the
+    busiest GPU, under expert parallelism)."""
     counts = param_counts(model)
     if model.moe is None:
         return np.full(np.shape(routed_tokens), float(counts.read_per_forward))
-    touched = expected_distinct_experts(model.moe, routed_tokens)
+    touched = expected_busiest_rank_experts(model.moe, routed_tokens)
     return float(counts.read_per_forward - counts.routed) + model.moe_layers * touched * counts.expert
 
 

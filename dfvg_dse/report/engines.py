@@ -60,6 +60,9 @@ def _vllm(names: dict, settings: dict, realised: dict) -> dict:
     if settings.get("pipeline_parallel", 1) > 1:
         kwargs["pipeline_parallel_size"] = settings["pipeline_parallel"]
         command += ["--pipeline-parallel-size", str(settings["pipeline_parallel"])]
+    if settings.get("expert_parallel", 1) > 1:  # vLLM spreads the experts over TP x DP ranks
+        kwargs["enable_expert_parallel"] = True
+        command += ["--enable-expert-parallel"]
     command += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
     return {"command": shlex.join(command), "llm_kwargs": kwargs}
 
@@ -72,6 +75,8 @@ def _sglang(names: dict, settings: dict, realised: dict) -> dict:
             "speculative_num_draft_tokens": realised["draft_tokens"] + 1}  # SGLang counts the root
     if settings.get("pipeline_parallel", 1) > 1:
         args["pp_size"] = settings["pipeline_parallel"]
+    if settings.get("expert_parallel", 1) > 1:
+        args["ep_size"] = settings["expert_parallel"]
     command = ["python", "-m", "sglang.launch_server"]
     for key, value in args.items():
         command += ["--" + key.replace("_", "-"), str(value)]
@@ -110,6 +115,9 @@ def _trtllm(names: dict, settings: dict, realised: dict) -> dict:
     if settings.get("pipeline_parallel", 1) > 1:
         options["pipeline_parallel_size"] = settings["pipeline_parallel"]
         command += ["--pp_size", str(settings["pipeline_parallel"])]
+    if settings.get("expert_parallel", 1) > 1:
+        options["moe_expert_parallel_size"] = settings["expert_parallel"]
+        command += ["--ep_size", str(settings["expert_parallel"])]
     command += ["--extra_llm_api_options", settings["options_file"]]
     # JSON is YAML (1.2; PyYAML's safe_load reads it): the options file needs no YAML writer
     return {"command": shlex.join(command), "yaml": json.dumps(options, indent=2) + "\n",

@@ -108,22 +108,30 @@ class MoeSpec:
     `n_experts` routed experts (gated FFNs of width `d_expert`) chosen by a router (d_model x
     n_experts); the first `dense_layers` layers keep the model's dense FFN of d_ffn.
     `routing_skew` is the Zipf exponent of how often each expert is chosen (0: uniformly;
-    costs/moe.py)."""
+    costs/moe.py). Under expert parallelism the spec is one GPU's share: the experts spread whole,
+    round robin, over `ep_ranks` GPUs (n_experts still counts them all; each holds n_experts / ep_ranks)."""
 
     n_experts: int
     experts_per_token: int
     d_expert: int
     dense_layers: int = 0
     routing_skew: float = 0.0
+    ep_ranks: int = 1
 
     def __post_init__(self) -> None:
-        _require_int(self, "n_experts", "experts_per_token", "d_expert")
+        _require_int(self, "n_experts", "experts_per_token", "d_expert", "ep_ranks")
+        if self.n_experts % self.ep_ranks:
+            raise SpecError("expert_parallel", self.ep_ranks, f"must divide the {self.n_experts} experts")
         if self.experts_per_token > self.n_experts:
             raise SpecError("experts_per_token", self.experts_per_token, f"must be <= n_experts ({self.n_experts})")
         if isinstance(self.dense_layers, bool) or not isinstance(self.dense_layers, int) or self.dense_layers < 0:
             raise SpecError("dense_layers", self.dense_layers, "must be an integer >= 0")
         if not (isinstance(self.routing_skew, (int, float)) and 0 <= self.routing_skew <= MAX_ROUTING_SKEW):
             raise SpecError("routing_skew", self.routing_skew, f"must be in [0, {MAX_ROUTING_SKEW:g}] (0: uniform)")
+
+    @property
+    def experts_per_rank(self) -> int:
+        return self.n_experts // self.ep_ranks
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,10 @@
-"""A stage spread over several identical devices (issue 17): tensor and pipeline parallelism.
+"""A stage spread over several identical devices (issue 17): tensor, pipeline and expert parallelism.
 
-`ParallelGroup` names the unit device, the degrees and the link between the devices. The group is
-itself a `DeviceSpec` (`group_device`): its name (`4xh100-sxm`), memory, power and price are the
+`ParallelGroup` names the unit device, the degrees and the link between the devices. Expert
+parallelism spreads a mixture of experts' routed experts, whole, over the tensor-parallel GPUs of
+each pipeline stage (vLLM's --enable-expert-parallel and SGLang's --ep-size with attention tensor
+parallel), so its degree is 1 or the tensor degree. The group is
+itself a `DeviceSpec` (`group_device`): its name (`4xh100-sxm`, `4xh100-sxm-ep4`), memory, power and price are the
 group's totals, so energy, $/token and memory checks read it like any device, while forward costs
 shard the model over `unit` and add the collectives (costs/parallel.py, docs/cost-model.md).
 """
@@ -15,23 +18,29 @@ from dataclasses import dataclass
 from dfvg_dse.specs.hardware import DeviceSpec, LinkSpec, MemoryTier, SpecError
 
 MAX_DEVICES = 64
-GROUP_NAME_RE = re.compile(r"^([1-9][0-9]?)x([a-z0-9][a-z0-9._-]*?)(?:-pp([1-9][0-9]?))?$")
+GROUP_NAME_RE = re.compile(r"^([1-9][0-9]?)x([a-z0-9][a-z0-9._-]*?)(?:-pp([1-9][0-9]?))?(?:-ep([1-9][0-9]?))?$")
 
 
 @dataclass(frozen=True)
 class ParallelGroup:
-    """`tensor` x `pipeline` copies of `unit`, joined by `link` (GPU to GPU)."""
+    """`tensor` x `pipeline` copies of `unit`, joined by `link` (GPU to GPU); the routed experts of a
+    mixture of experts spread whole over `expert` of them (1, or the tensor degree)."""
 
     unit: DeviceSpec
     tensor: int = 1
     pipeline: int = 1
     link: LinkSpec | None = None
+    expert: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("tensor", "pipeline"):
+        for name in ("tensor", "pipeline", "expert"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_DEVICES:
                 raise SpecError(f"{name}_parallel", value, f"an integer in 1..{MAX_DEVICES}")
+        if self.expert not in (1, self.tensor):
+            raise SpecError("expert_parallel", self.expert, f"must be 1 or the tensor-parallel degree ({self.tensor}): "
+                            "the experts spread over the tensor-parallel GPUs (vLLM --enable-expert-parallel, "
+                            "SGLang --ep-size)")
         if self.devices > MAX_DEVICES:
             raise SpecError("devices", self.devices, f"tensor x pipeline must be <= {MAX_DEVICES}")
         if self.unit.kind != "gpu":
@@ -46,22 +55,26 @@ class ParallelGroup:
         return self.tensor * self.pipeline
 
 
-def group_name(unit: str, tensor: int = 1, pipeline: int = 1) -> str:
-    """`4xh100-sxm` (tensor parallel), `8xh100-sxm-pp2` (TP 4 x PP 2); the unit's own name at 1 x 1."""
+def group_name(unit: str, tensor: int = 1, pipeline: int = 1, expert: int = 1) -> str:
+    """`4xh100-sxm` (tensor parallel), `8xh100-sxm-pp2` (TP 4 x PP 2), `4xh100-sxm-ep4` (TP 4, experts
+    over the 4); the unit's own name at 1 x 1. An expert degree alone implies the same tensor degree."""
+    tensor = expert if tensor == 1 else tensor
     if (tensor, pipeline) == (1, 1):
         return unit
-    return f"{tensor * pipeline}x{unit}" + (f"-pp{pipeline}" if pipeline > 1 else "")
+    return (f"{tensor * pipeline}x{unit}" + (f"-pp{pipeline}" if pipeline > 1 else "")
+            + (f"-ep{expert}" if expert > 1 else ""))
 
 
-def parse_group_name(name: str) -> tuple[str, int, int] | None:
-    """(unit, tensor, pipeline) of a group name (`4xh100-sxm`, `8xh100-sxm-pp2`); None otherwise."""
+def parse_group_name(name: str) -> tuple[str, int, int, int] | None:
+    """(unit, tensor, pipeline, expert) of a group name (`4xh100-sxm`, `8xh100-sxm-pp2`,
+    `4xh100-sxm-ep4`); None otherwise."""
     match = GROUP_NAME_RE.match(name)
     if match is None:
         return None
-    devices, pipeline = int(match.group(1)), int(match.group(3) or 1)
+    devices, pipeline, expert = int(match.group(1)), int(match.group(3) or 1), int(match.group(4) or 1)
     if devices % pipeline:
         raise SpecError("device", name, f"{devices} devices do not split into {pipeline} pipeline stages")
-    return match.group(2), devices // pipeline, pipeline
+    return match.group(2), devices // pipeline, pipeline, expert
 
 
 def _scaled_tier(tier: MemoryTier, count: int) -> MemoryTier:
@@ -69,16 +82,18 @@ def _scaled_tier(tier: MemoryTier, count: int) -> MemoryTier:
                                bandwidth_bytes_per_s=tier.bandwidth_bytes_per_s * count)
 
 
-def group_device(unit: DeviceSpec, tensor: int = 1, pipeline: int = 1, link: LinkSpec | None = None) -> DeviceSpec:
+def group_device(unit: DeviceSpec, tensor: int = 1, pipeline: int = 1, link: LinkSpec | None = None,
+                 expert: int = 1) -> DeviceSpec:
     """The group as one device: totals of memory, peaks, power and price; `unit` itself at 1 x 1."""
-    group = ParallelGroup(unit, tensor, pipeline, link)
+    group = ParallelGroup(unit, tensor, pipeline, link, expert)
     if group.devices == 1:
         return unit
     n = group.devices
     price = unit.price_usd_per_s * n if unit.price_usd_per_s is not None else None
+    degrees = f"TP {tensor}" + (f", PP {pipeline}" if pipeline > 1 else "") + (f", EP {expert}" if expert > 1 else "")
     return dataclasses.replace(
-        unit, name=group_name(unit.name, tensor, pipeline),
-        display_name=f"{n} x {unit.display_name or unit.name} (TP {tensor}" + (f", PP {pipeline})" if pipeline > 1 else ")"),
+        unit, name=group_name(unit.name, tensor, pipeline, expert),
+        display_name=f"{n} x {unit.display_name or unit.name} ({degrees})",
         peak_flops_per_s=tuple((d, p * n) for d, p in unit.peak_flops_per_s),
         memory=tuple(_scaled_tier(t, n) for t in unit.memory), tdp_w=unit.tdp_w * n,
         decode_power_w=unit.decode_power_w * n, idle_power_w=unit.idle_power_w * n, price_usd_per_s=price,

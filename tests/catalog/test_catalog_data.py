@@ -117,7 +117,7 @@ def test_defaults_follow_the_cost_model_doc(catalog):  # docs/cost-model.md §6
 
 
 # Tensor cores with FP8: Hopper, Ada and Blackwell; Ampere has none. FP4: Blackwell only.
-FP8_GPUS = {"h100-sxm", "h100-pcie", "h200", "l4", "l40s", "rtx-4090", "b200"}
+FP8_GPUS = {"h100-sxm", "h100-pcie", "h200", "h20", "l4", "l40s", "rtx-4090", "b200"}
 NO_FP8_GPUS = {"a100-40gb", "a100-80gb", "a10", "rtx-3090", "rtx-a6000"}
 
 

@@ -1,0 +1,65 @@
+"""Parallel verifiers from the command line (issue 17): degrees as options or group names in cost,
+estimate, compare and sensitivity; refusals in one line; exports that carry the sizes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.cli_checks import one_line_error
+
+
+def test_cost_takes_degrees_or_a_group_name(run):
+    by_options = run("cost", "--model", "qwen3-30b-a3b", "--device", "h100-sxm", "--tp", "4", "--ep", "4", "--json")
+    by_name = run("cost", "--model", "qwen3-30b-a3b", "--device", "4xh100-sxm-ep4", "--json")
+    assert by_options.exit_code == 0 and by_options.stdout == by_name.stdout
+    tp = json.loads(run("cost", "--model", "qwen3-30b-a3b", "--device", "4xh100-sxm", "--json").stdout)
+    ep = json.loads(by_name.stdout)
+    assert ep != tp and json.loads(run("cost", "--model", "qwen3-30b-a3b", "--device", "h100-sxm", "--ep", "4",
+                                       "--json").stdout) == ep  # an expert degree alone implies TP 4
+
+
+@pytest.mark.parametrize("args,needles", [
+    (["cost", "--model", "qwen3-30b-a3b", "--device", "h100-sxm", "--tp", "4", "--ep", "2"],
+     ("4xh100-sxm-ep2", "tensor-parallel degree (4)")),
+    (["cost", "--model", "qwen3-30b-a3b", "--device", "v80", "--ep", "2"], ("parallel stages span GPUs",)),
+    (["estimate", "--target", "mixtral-8x7b", "--draft", "qwen3-0.6b", "--verify-device", "h100-sxm",
+      "--verify-tp", "2", "--verify-ep", "4", "--acceptance", "0.7"], ("tensor-parallel degree (2)",))])
+def test_bad_parallel_degrees_are_one_line(run, args, needles):
+    result = run(*args)
+    assert result.exit_code == 2
+    one_line_error(result, *needles)
+
+
+def test_a_dense_model_on_an_expert_parallel_group_is_tensor_parallel_with_a_warning(run):
+    ep = run("cost", "--model", "llama-3.1-8b", "--device", "4xh100-sxm-ep4", "--json")
+    tp = run("cost", "--model", "llama-3.1-8b", "--device", "4xh100-sxm", "--json")
+    ep, tp = json.loads(ep.stdout), json.loads(tp.stdout)
+    assert any("is dense, so expert parallelism does not apply" in w for w in ep["warnings"])
+    assert ep["time_s"] == tp["time_s"] and ep["bytes"] == tp["bytes"]
+
+
+def test_estimate_compare_and_sensitivity_take_the_expert_degree(run):
+    est = run("estimate", "--target", "qwen3-30b-a3b", "--draft", "qwen3-0.6b", "--verify-device", "h100-sxm",
+              "--verify-ep", "4", "--acceptance", "0.7", "--json")
+    assert est.exit_code == 0, est.output
+    assert "4xh100-sxm-ep4" in est.stdout
+    cmp = run("compare", "--target", "qwen3-30b-a3b", "--draft", "qwen3-0.6b", "--gpu", "h100-sxm", "--verify-tp", "4",
+              "--verify-ep", "4", "--acceptance", "0.7", "--json")
+    assert cmp.exit_code == 0, cmp.output
+    assert "4xh100-sxm-ep4" in cmp.stdout
+
+
+def test_exports_carry_the_expert_degree(run, tmp_path):
+    result = run("search", "--target", "qwen3-30b-a3b", "--draft", "qwen3-0.6b", "--acceptance", "0.7",
+                 "--verify-device", "4xh100-sxm-ep4", "--results-dir", str(tmp_path), "--run-id", "ep")
+    assert result.exit_code == 0, result.output
+    exports = {fmt: json.loads(run("export", str(tmp_path / "ep"), "--pick", "max-throughput", "--format", fmt,
+                                   "--json").stdout) for fmt in ("vllm", "sglang", "trtllm")}
+    vllm, sglang, trtllm = exports["vllm"], exports["sglang"], exports["trtllm"]
+    assert vllm["llm_kwargs"]["enable_expert_parallel"] is True and vllm["llm_kwargs"]["tensor_parallel_size"] == 4
+    assert "--enable-expert-parallel" in vllm["command"]
+    assert sglang["server_args"]["ep_size"] == 4 and "--ep-size 4" in sglang["command"]
+    assert trtllm["llm_kwargs"]["moe_expert_parallel_size"] == 4 and "--ep_size 4" in trtllm["command"]
+    assert vllm["searched"]["verify_device"] == "4xh100-sxm-ep4"
