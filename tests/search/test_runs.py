@@ -5,10 +5,12 @@ temporary files, a study that cannot be written."""
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -17,6 +19,7 @@ import pytest
 
 from dfvg_dse import export
 from dfvg_dse.search import completed, run_search
+from dfvg_dse.search.run import HOLDS_SIGNALS, _ignore_interrupts, _interrupts_held
 from dfvg_dse.search.studies import storage
 from dfvg_dse.specs import InputError
 from studyfile import states as _states  # tests/search/studyfile.py
@@ -278,6 +281,54 @@ def test_ctrl_c_while_workers_start(tmp_path, small_study, after_s):
     os.killpg(p.pid, signal.SIGINT)
     _, err = p.communicate(timeout=60)
     assert p.returncode in (130, 2) and "Traceback" not in err and err.strip().count("\n") == 0, err
+
+
+@pytest.mark.skipif(not HOLDS_SIGNALS, reason="no pthread_sigmask: SIGINT is ignored while workers start")
+def test_a_ctrl_c_while_workers_start_is_held_not_lost():
+    seen: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda number, frame: seen.append(number))
+    try:
+        with _interrupts_held():
+            # to this thread, which holds it (a process-directed one could land on another of pytest's threads)
+            signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+            time.sleep(0.05)  # long enough for it to be handled, were it not held
+            inside = list(seen)
+        after = list(seen)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        with pytest.raises(KeyboardInterrupt):  # under Python's own handler: the interrupt comes as the block ends
+            with _interrupts_held():
+                signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert inside == [] and after == [signal.SIGINT]
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])  # the mask is restored
+
+
+def _held_child(report) -> None:
+    """Started inside `_interrupts_held`: waits until the SIGINT its parent sent is pending (held
+    through the interpreter's start and the imports), then starts as a worker does."""
+    deadline = time.monotonic() + 10  # it is pending before this runs: the wait is for a failure
+    while signal.SIGINT not in signal.sigpending() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    held = signal.SIGINT in signal.sigpending()
+    _ignore_interrupts()
+    signal.raise_signal(signal.SIGINT)  # a Ctrl-C once it has started: ignored
+    report.put((held, signal.SIGINT in signal.sigpending(), signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])))
+
+
+@pytest.mark.skipif(not HOLDS_SIGNALS, reason="no pthread_sigmask: SIGINT is ignored while workers start")
+def test_a_worker_started_while_ctrl_c_is_held_ignores_it():
+    context = multiprocessing.get_context("spawn")  # as run_search starts its workers
+    report = context.SimpleQueue()
+    child = context.Process(target=_held_child, args=(report,))
+    with _interrupts_held():
+        child.start()
+        os.kill(child.pid, signal.SIGINT)  # a Ctrl-C to the process group reaches the child too
+    child.join(timeout=120)
+    if child.is_alive():
+        child.kill()
+    assert child.exitcode == 0  # not killed by the pending SIGINT, nor interrupted by the later one
+    assert report.get() == (True, False, False)  # it was held; then discarded, and SIGINT is unblocked
 
 
 def test_pareto_and_export_remove_what_a_killed_redraw_left(run, tmp_path, small_study):
