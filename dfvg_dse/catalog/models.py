@@ -20,7 +20,7 @@ from dfvg_dse import units
 from dfvg_dse.catalog._io import ModelEntry, parse_quantity, read_provenance, read_string
 from dfvg_dse.catalog.errors import _MISSING, DataError
 from dfvg_dse.catalog.rope import rope_spec_from_hf_config
-from dfvg_dse.specs import FAMILIES, ModelSpec, MoeSpec, SpecError
+from dfvg_dse.specs import FAMILIES, MlaSpec, ModelSpec, MoeSpec, SpecError
 
 # OPT's learned position table has max_position_embeddings + 2 rows (transformers'
 # OPTLearnedPositionalEmbedding offset).
@@ -69,15 +69,16 @@ def _dtype(path, config: dict) -> str:
 # transformers' config-class defaults for keys a config.json may omit (None: derived below).
 KV_HEADS_DEFAULT = {"llama": None, "mistral": 8, "qwen2": 32, "qwen3": 32, "mixtral": 8, "qwen3_moe": 4}
 HEAD_DIM_DEFAULT = {"llama": None, "mistral": None, "qwen2": None, "qwen3": 128, "mixtral": None, "qwen3_moe": 128}
-# MoE families -> the dense family whose attention and norms they share, and their expert keys
-# (experts, experts per token, expert FFN width), as transformers' config classes name them.
-# TODO(issue 17): deepseek_v3 (MLA, shared experts, dense first layers, MTP) and gpt_oss
-# (alternating sliding windows, sinks, MXFP4 experts).
+# MoE families -> the dense family whose attention and norms they share (None: their own, read by
+# OWN_FAMILY_READERS), and their expert keys (experts, experts per token, expert FFN width), as
+# transformers' config classes name them.
 MOE_FAMILIES = {"mixtral": ("mistral", "num_local_experts", "num_experts_per_tok", "intermediate_size"),
-                "qwen3_moe": ("qwen3", "num_experts", "num_experts_per_tok", "moe_intermediate_size")}
+                "qwen3_moe": ("qwen3", "num_experts", "num_experts_per_tok", "moe_intermediate_size"),
+                "deepseek_v3": (None, "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size"),
+                "gpt_oss": (None, "num_local_experts", "num_experts_per_tok", "intermediate_size")}
 
 
-def _moe(path, config: dict, family: str) -> MoeSpec:
+def _moe(path, config: dict, family: str, **extra) -> MoeSpec:
     """The routed experts of a MoE config; layouts not modelled (dense layers between) are refused."""
     _, experts, top_k, width = MOE_FAMILIES[family]
     if family == "qwen3_moe":
@@ -88,7 +89,7 @@ def _moe(path, config: dict, family: str) -> MoeSpec:
     count, k = _int(path, config, experts), _int(path, config, top_k)
     if k > count:
         raise DataError(path, f"config.{top_k}", k, f"must be <= {experts} ({count})")
-    return MoeSpec(n_experts=count, experts_per_token=k, d_expert=_int(path, config, width))
+    return MoeSpec(n_experts=count, experts_per_token=k, d_expert=_int(path, config, width), **extra)
 
 
 def _opt_fields(path, config: dict, hidden: int, heads: int) -> dict:
@@ -102,10 +103,74 @@ def _opt_fields(path, config: dict, hidden: int, heads: int) -> dict:
                 learned_positions=_int(path, config, "max_position_embeddings") + OPT_POSITION_OFFSET)
 
 
+# gpt-oss's experts in MXFP4 (OCP Microscaling spec v1.0): a 4-bit E2M1 value per weight and one
+# 8-bit E8M0 scale per block of 32, 4 + 8/32 bits; attention, router, embedding and head stay bf16.
+MXFP4_BITS = 4.0 + 8.0 / 32.0
+
+
+def _quantised_experts_bits(path, config: dict) -> float:
+    """Bits per expert weight a config's quantization_config stores them at (0: the dtype's)."""
+    quant = config.get("quantization_config")
+    if not isinstance(quant, dict) or quant.get("quant_method") != "mxfp4":
+        return 0.0
+    return MXFP4_BITS
+
+
+def _fp8_weights(path, config: dict) -> bool:
+    """DeepSeek-V3's checkpoint stores its linear weights in FP8 (e4m3, one scale per 128 x 128 block)."""
+    quant = config.get("quantization_config")
+    return isinstance(quant, dict) and quant.get("quant_method") == "fp8"
+
+
+def _deepseek_v3_fields(path, config: dict, hidden: int, heads: int) -> dict:
+    """DeepSeek-V3: multi-head latent attention, `first_k_dense_replace` dense layers then MoE layers
+    of routed and shared experts with a score-correction bias, and MTP modules (transformers'
+    DeepseekV3Config key names)."""
+    for key, allowed in (("moe_layer_freq", 1), ("attention_bias", False)):
+        if config.get(key, allowed) not in (allowed, None):
+            raise DataError(path, f"config.{key}", config[key], f"must be {str(allowed).lower()} (the layout modelled)")
+    mla = MlaSpec(q_lora_rank=config.get("q_lora_rank") and _int(path, config, "q_lora_rank") or 0,
+                  kv_lora_rank=_int(path, config, "kv_lora_rank"), qk_nope_head_dim=_int(path, config, "qk_nope_head_dim"),
+                  qk_rope_head_dim=_int(path, config, "qk_rope_head_dim"), v_head_dim=_int(path, config, "v_head_dim"))
+    dense = config.get("first_k_dense_replace", 0)
+    if isinstance(dense, bool) or not isinstance(dense, int) or not 0 <= dense <= _int(path, config, "num_hidden_layers"):
+        raise DataError(path, "config.first_k_dense_replace", dense, "must be an integer in 0..num_hidden_layers")
+    mtp = config.get("num_nextn_predict_layers", 0)
+    if isinstance(mtp, bool) or not isinstance(mtp, int) or mtp < 0:
+        raise DataError(path, "config.num_nextn_predict_layers", mtp, "must be an integer >= 0")
+    shared = config.get("n_shared_experts", 0) or 0
+    if isinstance(shared, bool) or not isinstance(shared, int) or shared < 0:
+        raise DataError(path, "config.n_shared_experts", shared, "must be an integer >= 0")
+    moe = _moe(path, config, "deepseek_v3", dense_layers=dense, n_shared=shared, router_bias=True)
+    return dict(d_ffn=_int(path, config, "intermediate_size"), n_kv_heads=heads, head_dim=mla.qk_head_dim, mla=mla,
+                tied_embeddings=_bool(path, config, "tie_word_embeddings", False), moe=moe, mtp_layers=mtp)
+
+
+def _gpt_oss_fields(path, config: dict, hidden: int, heads: int) -> dict:
+    """gpt-oss: attention with biases and a learned sink per head, sliding-window and full layers as
+    `layer_types` lists them, and biased experts under a biased router (transformers' GptOssConfig)."""
+    layers = _int(path, config, "num_hidden_layers")
+    kinds = config.get("layer_types") or ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)]
+    if not isinstance(kinds, list) or len(kinds) != layers or set(kinds) - {"sliding_attention", "full_attention"}:
+        raise DataError(path, "config.layer_types", kinds, f"must list {layers} of sliding_attention, full_attention")
+    sliding = kinds.count("sliding_attention")
+    moe = _moe(path, config, "gpt_oss", router_bias=True, expert_bits=_quantised_experts_bits(path, config))
+    return dict(d_ffn=moe.d_expert, n_kv_heads=_int(path, config, "num_key_value_heads", 8),
+                head_dim=_int(path, config, "head_dim", 64), tied_embeddings=_bool(path, config, "tie_word_embeddings", False),
+                qkv_bias=_bool(path, config, "attention_bias", True), o_bias=_bool(path, config, "attention_bias", True),
+                ffn_bias=True, attention_sinks=True, moe=moe, sliding_layers=sliding,
+                sliding_window=_int(path, config, "sliding_window", 128) if sliding else 0)
+
+
+OWN_FAMILY_READERS = {"deepseek_v3": _deepseek_v3_fields, "gpt_oss": _gpt_oss_fields}
+
+
 def _family_fields(path, config: dict, family: str, hidden: int, heads: int) -> dict:
     """The family-specific part of a ModelSpec, read with the config's own key names."""
     if family == "opt":
         return _opt_fields(path, config, hidden, heads)
+    if family in OWN_FAMILY_READERS:
+        return OWN_FAMILY_READERS[family](path, config, hidden, heads)
     attention_bias = _bool(path, config, "attention_bias", False)
     # Mistral applies its window to every layer (absent key: 4096, null: none); Qwen only when
     # use_sliding_window is true.
@@ -155,16 +220,17 @@ def model_spec_from_hf_config(path: Path | str, config: dict, name: str, display
     if heads % fields["n_kv_heads"]:
         raise DataError(path, "config.num_key_value_heads", fields["n_kv_heads"],
                         f"must divide num_attention_heads ({heads})")
-    if family in MOE_FAMILIES:
+    if family in MOE_FAMILIES and "moe" not in fields:
         fields["moe"] = _moe(path, config, family)
     dtype = _dtype(path, config)
+    weight_dtype = "fp8" if _fp8_weights(path, config) else dtype
     max_positions = _int(path, config, "max_position_embeddings")
-    if family != "opt":  # checked here so that `models import` refuses what the reference engine could not run
+    if family != "opt" and family not in OWN_FAMILY_READERS:  # so that `models import` refuses what the reference engine could not run
         rope_spec_from_hf_config(path, config, fields["head_dim"], max_positions)
     try:
         return ModelSpec(name=name, family=family, n_layers=_int(path, config, "num_hidden_layers"), d_model=hidden,
                          n_heads=heads, vocab_size=_int(path, config, "vocab_size"),
-                         max_positions=max_positions, weight_dtype=dtype,
+                         max_positions=max_positions, weight_dtype=weight_dtype,
                          kv_dtype=dtype, display_name=display_name or name, source=source, **fields)
     except SpecError as err:
         raise DataError(path, f"config.{CONFIG_KEY.get(err.field, err.field)}", err.value, err.allowed) from None

@@ -11,7 +11,7 @@ from dfvg_dse.costs.fpga_draft import fpga_forward_cost
 from dfvg_dse.costs.parallel import shard_model
 from dfvg_dse.costs.processor import processor_forward_cost
 from dfvg_dse.costs.roofline import ForwardCost
-from dfvg_dse.costs.work import param_counts
+from dfvg_dse.costs.work import param_counts, weight_bytes
 from dfvg_dse.specs import DeviceSpec, ModelSpec
 
 
@@ -66,7 +66,8 @@ def memory_fit(model: ModelSpec, device: DeviceSpec, context_tokens, batch=1) ->
     if device.parallel is not None:
         group = device.parallel
         model, capacity = shard_model(model, group.tensor, group.pipeline, group.expert), group.unit.memory_capacity_bytes
-    weights = float(param_counts(model).total * model.weight_bytes_per_param)
+    counts = param_counts(model)
+    weights = float(weight_bytes(model, counts.total, counts.routed))
     cached = model.attended_context(np.asarray(context_tokens, dtype=float))  # a rolling buffer under a window
     kv = np.asarray(batch, dtype=float) * cached * model.kv_bytes_per_token
     required = weights + kv

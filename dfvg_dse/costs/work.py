@@ -35,6 +35,7 @@ class ParamCounts(NamedTuple):
     routed: int = 0
     active_matmul: int = 0
     active: int = 0
+    mtp: int = 0  # DeepSeek-V3's multi-token-prediction modules, outside `total` (its model card's 671B)
 
 
 def _norm_params(model: ModelSpec) -> int:
@@ -44,19 +45,34 @@ def _norm_params(model: ModelSpec) -> int:
     return 2 * model.d_model if model.norm == "layer" else model.d_model
 
 
+def _mla_counts(model: ModelSpec) -> tuple[int, int]:
+    """(matmul weights, norms) of one layer's multi-head latent attention: q (through its rank-q_lora
+    bottleneck, or whole), the latent-and-rotary-key projection, the latent's up-projection to every
+    head's key and value, and the output; the bottlenecks' RMSNorms."""
+    d, h, mla = model.d_model, model.n_heads, model.mla
+    q = d * mla.q_lora_rank + mla.q_lora_rank * h * mla.qk_head_dim if mla.q_lora_rank else d * h * mla.qk_head_dim
+    kv = d * mla.cached_values_per_token + mla.kv_lora_rank * h * (mla.qk_nope_head_dim + mla.v_head_dim)
+    return q + kv + h * mla.v_head_dim * d, mla.q_lora_rank + mla.kv_lora_rank
+
+
 def _attention_counts(model: ModelSpec) -> tuple[int, int]:
     """(matmul weights, all parameters) of one layer's attention and its two norms."""
+    if model.mla is not None:
+        weights, norms = _mla_counts(model)
+        return weights, weights + norms + 2 * _norm_params(model)
     d, h, kv, dh = model.d_model, model.n_heads, model.n_kv_heads, model.head_dim
     weights = d * h * dh + 2 * d * kv * dh + h * dh * d  # q, k, v, o projections
     biases = (h * dh + 2 * kv * dh if model.qkv_bias else 0) + (d if model.o_bias else 0)
     qk_norm = 2 * dh if model.qk_norm else 0  # Qwen3: one RMSNorm over head_dim for q and k
-    return weights, weights + biases + qk_norm + 2 * _norm_params(model)
+    sinks = h if model.attention_sinks else 0
+    return weights, weights + biases + qk_norm + sinks + 2 * _norm_params(model)
 
 
 def _ffn_counts(model: ModelSpec, width: int) -> tuple[int, int]:
     """(matmul weights, weights and biases) of one FFN of `width` (gate, up, down; or fc1, fc2)."""
-    weights = (3 if model.gated_ffn else 2) * model.d_model * width
-    return weights, weights + (width + model.d_model if model.ffn_bias else 0)
+    matrices = 3 if model.gated_ffn else 2
+    weights = matrices * model.d_model * width
+    return weights, weights + ((matrices - 1) * width + model.d_model if model.ffn_bias else 0)
 
 
 def _layer_counts(model: ModelSpec) -> tuple[int, int]:
@@ -74,15 +90,16 @@ def param_counts(model: ModelSpec) -> ParamCounts:
     proj = 2 * d * de if de != d else 0  # OPT-350M project_in / project_out, no bias
     final_norm = _norm_params(model) if model.final_norm else 0
     layers_matmul, layers_all, expert, routed, active_layers = model.n_layers * layer_matmul, model.n_layers * layer_all, 0, 0, 0
-    if model.moe is not None:  # MoE layers: attention, a router and the routed experts instead of the dense FFN
+    if model.moe is not None:  # MoE layers: attention, a router, shared and routed experts instead of the dense FFN
         moe, dense = model.moe, model.moe.dense_layers
         attn_w, attn_all = _attention_counts(model)
         expert, router = _ffn_counts(model, moe.d_expert)[1], d * moe.n_experts
+        shared, router_bias = moe.n_shared * expert, moe.n_experts if moe.router_bias else 0
         routed = model.moe_layers * moe.experts_per_rank * expert  # one GPU's share under expert parallelism
-        layers_matmul = dense * layer_matmul + model.moe_layers * (attn_w + router) + routed
-        layers_all = dense * layer_all + model.moe_layers * (attn_all + router) + routed
+        layers_matmul = dense * layer_matmul + model.moe_layers * (attn_w + router + shared) + routed
+        layers_all = dense * layer_all + model.moe_layers * (attn_all + router + router_bias + shared) + routed
         per_token = moe.experts_per_token * expert // moe.ep_ranks  # a GPU's mean share of a token's experts
-        active_layers = dense * layer_matmul + model.moe_layers * (attn_w + router + per_token)
+        active_layers = dense * layer_matmul + model.moe_layers * (attn_w + router + shared + per_token)
     total = embedding + layers_all + final_norm + proj + (0 if model.tied_embeddings else head)
     matmul = layers_matmul + proj + head
     active_matmul = matmul if model.moe is None else active_layers + proj + head
@@ -92,18 +109,38 @@ def param_counts(model: ModelSpec) -> ParamCounts:
     others = streamed - matmul
     return ParamCounts(total=total, embedding=embedding, matmul=matmul, per_layer=layer_all, head=head,
                        read_per_forward=streamed, expert=expert, routed=routed, active_matmul=active_matmul,
-                       active=active_matmul + others)
+                       active=active_matmul + others, mtp=model.mtp_layers * _mtp_module(model, layers_all))
 
 
-def streamed_weights(model: ModelSpec, routed_tokens) -> np.ndarray:
-    """Weights one forward of `routed_tokens` tokens (n x b) streams: all of a dense model's but the
-    embedding table; of a MoE, the shared part and only the routed experts its tokens touch (on the
-    busiest GPU, under expert parallelism)."""
+def _mtp_module(model: ModelSpec, layers_all: int) -> int:
+    """One multi-token-prediction module as DeepSeek-V3's checkpoint stores it: its own embedding and
+    head copies, two RMSNorms and a 2d x d projection in, one decoder layer (the model's last kind),
+    and the head's RMSNorm."""
+    d = model.d_model
+    last_layer = layers_all // model.n_layers if model.moe is None else (
+        layers_all - model.moe.dense_layers * _layer_counts(model)[1]) // model.moe_layers
+    return 2 * model.vocab_size * d + 2 * d + 2 * d * d + last_layer + d
+
+
+def weight_bytes(model: ModelSpec, params, expert_params=0.0):
+    """Bytes of `params` weights of which `expert_params` are routed experts, stored at their own
+    width when the experts are quantised apart (gpt-oss's MXFP4), else at the model's."""
+    bits = model.moe.expert_bits if model.moe is not None else 0.0
+    if not bits:
+        return np.asarray(params, dtype=float) * model.weight_bytes_per_param
+    experts = np.asarray(expert_params, dtype=float)
+    return (np.asarray(params, dtype=float) - experts) * model.weight_bytes_per_param + experts * bits / 8.0
+
+
+def streamed_weight_bytes(model: ModelSpec, routed_tokens) -> np.ndarray:
+    """Bytes of the weights one forward of `routed_tokens` tokens (n x b) streams: all of a dense
+    model's but the embedding table; of a MoE, the shared part and only the routed experts its tokens
+    touch (on the busiest GPU, under expert parallelism)."""
     counts = param_counts(model)
     if model.moe is None:
-        return np.full(np.shape(routed_tokens), float(counts.read_per_forward))
-    touched = expected_busiest_rank_experts(model.moe, routed_tokens)
-    return float(counts.read_per_forward - counts.routed) + model.moe_layers * touched * counts.expert
+        return np.full(np.shape(routed_tokens), float(counts.read_per_forward * model.weight_bytes_per_param))
+    experts = model.moe_layers * expected_busiest_rank_experts(model.moe, routed_tokens) * counts.expert
+    return weight_bytes(model, float(counts.read_per_forward - counts.routed) + experts, experts)
 
 
 def chain_tree_pairs(n_tokens: np.ndarray) -> np.ndarray:
@@ -151,9 +188,10 @@ def forward_work(model: ModelSpec, n_tokens, context_tokens, batch=1, tree_pairs
     counts = param_counts(model)
     # 2 FLOPs per weight per token (docs/cost-model.md §2); norms and biases are below 0.1%.
     linear = 2.0 * b * n * counts.active_matmul
-    # QK^T and AV: 2 x 2 x head_dim FLOPs per (query, key) pair per head (docs/cost-model.md §2).
-    attention = 4.0 * b * model.n_layers * model.n_heads * model.head_dim * (n * c + pairs)
-    weight = np.broadcast_to(streamed_weights(model, b * n) * model.weight_bytes_per_param, np.shape(linear))
+    # QK^T and AV: 2 x 2 x head_dim FLOPs per (query, key) pair per head (docs/cost-model.md §2; MLA:
+    # ModelSpec.attention_flops_per_pair).
+    attention = float(model.attention_flops_per_pair) * b * model.n_layers * model.n_heads * (n * c + pairs)
+    weight = np.broadcast_to(streamed_weight_bytes(model, b * n), np.shape(linear))
     kv_token = model.kv_bytes_per_token
     return ForwardWork(
         linear_flops=linear,

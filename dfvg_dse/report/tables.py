@@ -13,6 +13,7 @@ import numpy as np
 from dfvg_dse.acceptance import acceptance_warnings, expected_tokens
 from dfvg_dse.costs import compute_dtype_warnings, device_forward_cost, knee_tokens, memory_fit, param_counts
 from dfvg_dse.costs.processor import engine_rates
+from dfvg_dse.costs.work import weight_bytes
 from dfvg_dse.pipeline.pareto import pareto_mask
 from dfvg_dse.specs import DeviceSpec, LinkSpec, ModelSpec
 from dfvg_dse.tree import to_choices, to_vllm_literal
@@ -109,10 +110,14 @@ def model_record(entry) -> dict:
         "params": counts.total,
         # Model-card convention (Qwen, Kaplan et al.): neither the embedding nor the LM head counts.
         "params_non_embedding": counts.total - counts.embedding - (0 if entry.spec.tied_embeddings else counts.head),
-        "weight_bytes": counts.total * entry.spec.weight_bytes_per_param,
+        "weight_bytes": float(weight_bytes(entry.spec, counts.total, counts.routed)),
         "kv_bytes_per_token": entry.spec.kv_bytes_per_token,
         "spec": dataclasses.asdict(entry.spec),
     }
+    if entry.spec.moe is not None:  # the model cards' "active" (no embedding row) and the routed experts
+        record["params_active"], record["params_routed_experts"] = counts.active, counts.routed
+    if counts.mtp:
+        record["params_mtp"] = counts.mtp
     if entry.published_params is not None:
         record["published_params"] = entry.published_params._asdict()
     return record
@@ -121,7 +126,8 @@ def model_record(entry) -> dict:
 def weight_stream_bandwidth_bytes_per_s(model: ModelSpec, device: DeviceSpec) -> float:
     """Achieved bandwidth the weights stream at: on-chip SRAM when an FPGA holds them, else main memory."""
     if device.fpga is not None:
-        weights = param_counts(model).read_per_forward * model.weight_bytes_per_param
+        counts = param_counts(model)
+        weights = float(weight_bytes(model, counts.read_per_forward, counts.routed))
         if weights <= device.fpga.sram_bytes:
             return device.fpga.sram_bandwidth_bytes_per_s * device.fpga.sram_efficiency
     return device.main_memory.achieved_bandwidth_bytes_per_s

@@ -5,7 +5,7 @@ engine's random test weights, so the two can never disagree about a name."""
 
 from __future__ import annotations
 
-from dfvg_dse.specs.hardware import ModelSpec
+from dfvg_dse.specs.model import ModelSpec
 
 
 def _llama_shapes(spec: ModelSpec) -> dict[str, tuple[int, ...]]:

@@ -13,6 +13,7 @@ from dfvg_dse.catalog import Catalog
 from dfvg_dse.catalog.errors import DataError
 from dfvg_dse.catalog.models import model_spec_from_hf_config
 from dfvg_dse.costs.moe import expected_distinct_experts, inclusion_probabilities
+from dfvg_dse.costs.forward import memory_fit
 from dfvg_dse.costs.work import forward_work, param_counts
 from dfvg_dse.specs import MoeSpec, SpecError
 
@@ -23,19 +24,34 @@ def catalog():
 
 
 # (model, card figure, which count, tolerance, source). Mistral and Qwen count the embedding in
-# "active". Three-figure numbers are held to 0.5%; Qwen's two-figure "3.3B" (3.35B counted) to 2%.
+# "active", DeepSeek and OpenAI do not. Three-figure numbers are held to 0.5%; two-figure ones to
+# their rounding: Qwen's "3.3B" (3.35B counted) to 2%, "22B" (22.19B) to 2.5%, DeepSeek's "37B" (36.6B) to 1.5%.
 CARDS = [("mixtral-8x7b", 46.7e9, "total", 0.005, "Mistral AI 'Mixtral of experts' (2023-12-11): 46.7B total"),
          ("mixtral-8x7b", 12.9e9, "active+embedding", 0.005, "same post: 12.9B parameters per token"),
          ("qwen3-30b-a3b", 30.5e9, "total", 0.005, "Qwen/Qwen3-30B-A3B model card: 30.5B in total"),
          ("qwen3-30b-a3b", 3.3e9, "active+embedding", 0.02, "same card: 3.3B activated"),
-         ("qwen3-30b-a3b", 29.9e9, "non-embedding", 0.005, "same card: 29.9B non-embedding")]
+         ("qwen3-30b-a3b", 29.9e9, "non-embedding", 0.005, "same card: 29.9B non-embedding"),
+         ("qwen3-235b-a22b", 235e9, "total", 0.005, "Qwen/Qwen3-235B-A22B model card: 235B in total"),
+         ("qwen3-235b-a22b", 22e9, "active+embedding", 0.025, "same card: 22B activated"),
+         ("qwen3-235b-a22b", 234e9, "non-embedding", 0.005, "same card: 234B non-embedding"),
+         ("qwen2.5-72b", 72.7e9, "total", 0.005, "Qwen/Qwen2.5-72B model card: 72.7B"),
+         ("qwen2.5-72b", 70.0e9, "non-embedding", 0.005, "same card: 70.0B non-embedding"),
+         ("llama-3.3-70b", 70.6e9, "total", 0.005, "meta-llama/Llama-3.3-70B-Instruct safetensors: 70.6B params"),
+         ("llama-3.1-405b", 406e9, "total", 0.005, "meta-llama/Llama-3.1-405B safetensors: 406B params"),
+         ("deepseek-v3", 671e9, "total", 0.005, "DeepSeek-V3 Technical Report (arXiv:2412.19437): 671B total"),
+         ("deepseek-v3", 37e9, "active", 0.015, "same report: 37B activated for each token (two figures)"),
+         ("deepseek-v3", 685e9, "total+mtp", 0.005, "deepseek-ai/DeepSeek-V3 README: 685B = 671B main + 14B MTP"),
+         ("gpt-oss-20b", 20.91e9, "total", 0.005, "OpenAI gpt-oss model card (arXiv:2508.10925) Table 1: 20.91B total"),
+         ("gpt-oss-20b", 3.61e9, "active", 0.005, "same table: 3.61B active parameters per token"),
+         ("gpt-oss-120b", 116.83e9, "total", 0.005, "same table: 116.83B total"),
+         ("gpt-oss-120b", 5.13e9, "active", 0.005, "same table: 5.13B active parameters per token")]
 
 
 @pytest.mark.parametrize("name,published,which,tolerance,source", CARDS)
 def test_parameter_counts_match_the_model_cards(catalog, name, published, which, tolerance, source):
     counts = param_counts(catalog.model(name))
-    value = {"total": counts.total, "active+embedding": counts.active + counts.embedding,
-             "non-embedding": counts.total - counts.embedding - counts.head}[which]
+    value = {"total": counts.total, "active+embedding": counts.active + counts.embedding, "active": counts.active,
+             "non-embedding": counts.total - counts.embedding - counts.head, "total+mtp": counts.total + counts.mtp}[which]
     assert abs(value / published - 1) <= tolerance, (name, which, value, source)
 
 
@@ -132,3 +148,40 @@ def test_moe_spec_checks_its_fields():
     assert spec.moe == MoeSpec(128, 8, 768) and spec.with_routing_skew(0.5).moe.routing_skew == 0.5
     with pytest.raises(SpecError, match="dense_layers"):
         dataclasses.replace(spec, moe=MoeSpec(128, 8, 768, dense_layers=9))
+
+
+def test_mla_caches_the_latent_and_the_rotary_key(catalog):
+    """DeepSeek-V3 Technical Report §2.1.1: only c^KV (d_c = 512) and k^R (d_h^R = 64) are cached per
+    token and layer, against 2 x 128 heads x 128 values for the same model without MLA."""
+    model = catalog.model("deepseek-v3")
+    assert model.kv_bytes_per_token == 61 * (512 + 64) * 2  # bf16 cache
+    per_pair = model.attention_flops_per_pair  # absorbed: scores over 576 values, outputs over 512
+    assert per_pair == 2 * 576 + 2 * 512
+    work = forward_work(model, 1, 1000)
+    assert float(work.attention_flops) == pytest.approx(61 * 128 * per_pair * (1000 + 1))
+    assert float(work.kv_read_bytes) == pytest.approx(1000 * 61 * 576 * 2)
+
+
+def test_gpt_oss_alternates_windows_and_stores_its_experts_in_mxfp4(catalog):
+    model = catalog.model("gpt-oss-120b")
+    assert (model.sliding_layers, model.sliding_window, model.n_layers) == (18, 128, 36)
+    c = 4096
+    # brute force over the layers: 18 read 128 cached tokens, 18 read all 4096
+    kv_layer = 2 * 8 * 64 * 2
+    assert float(forward_work(model, 1, c).kv_read_bytes) == pytest.approx(18 * 128 * kv_layer + 18 * c * kv_layer)
+    counts = param_counts(model)
+    experts = counts.routed  # 36 layers x 128 experts x (3 x 2880^2 weights + 3 x 2880 biases)
+    assert experts == 36 * 128 * (3 * 2880 * 2880 + 3 * 2880)
+    stored = memory_fit(model, catalog.device("h100-sxm"), 0).weight_bytes
+    assert stored == pytest.approx((counts.total - experts) * 2 + experts * 4.25 / 8)
+    # the card: "the 120b model fits on a single 80GB GPU" (experts in MXFP4)
+    assert memory_fit(model, catalog.device("h100-sxm"), 8192).fits
+
+
+def test_deepseek_v3_fits_8_h200_in_fp8_and_8_h100_only_just(catalog):
+    model = catalog.model("deepseek-v3")
+    assert model.weight_dtype == "fp8"  # quantization_config: quant_method fp8
+    assert memory_fit(model, catalog.device("8xh200"), 4096).fits
+    assert not memory_fit(model, catalog.device("4xh200"), 4096).fits
+    h100 = memory_fit(model, catalog.device("8xh100-sxm"), 4096)  # 671 GB over 8 x 80 GiB: no room to serve
+    assert h100.fits and float(h100.required_bytes) / h100.capacity_bytes > 0.98

@@ -42,6 +42,8 @@ def hf_state_dict_shapes(cfg: dict) -> dict[str, tuple[int, ...]]:
             if bias:
                 shapes[p + "fc1.bias"], shapes[p + "fc2.bias"] = (f,), (d,)
         return shapes  # lm_head is tied to embed_tokens in OPTForCausalLM
+    if family in ("deepseek_v3", "gpt_oss"):
+        return _own_attention_family_shapes(cfg)
     f = cfg["intermediate_size"]
     kv = cfg.get("num_key_value_heads") or h
     dh = cfg.get("head_dim") or d // h
@@ -85,6 +87,43 @@ def test_param_counts_equal_state_dict_enumeration_for_every_shipped_model(catal
     for entry in catalog.model_entries():
         shapes = hf_state_dict_shapes(entry.config)
         assert param_counts(entry.spec).total == sum(int(np.prod(s)) for s in shapes.values()), entry.spec.name
+
+
+def _own_attention_family_shapes(cfg: dict) -> dict[str, tuple[int, ...]]:
+    """DeepSeek-V3 as its safetensors index names the tensors (the FP8 weight_scale_inv tensors
+    aside, and the MTP layer 61 apart), and gpt-oss as transformers' GptOssForCausalLM holds them
+    dequantised (the checkpoint packs the experts' MXFP4 blocks and scales)."""
+    d, h, v = cfg["hidden_size"], cfg["num_attention_heads"], cfg["vocab_size"]
+    shapes = {"model.embed_tokens.weight": (v, d), "model.norm.weight": (d,), "lm_head.weight": (v, d)}
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        shapes[p + "input_layernorm.weight"] = shapes[p + "post_attention_layernorm.weight"] = (d,)
+        if cfg["model_type"] == "deepseek_v3":
+            qk, r, c = cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"], cfg["q_lora_rank"], cfg["kv_lora_rank"]
+            a = p + "self_attn."
+            shapes.update({a + "q_a_proj.weight": (r, d), a + "q_a_layernorm.weight": (r,), a + "q_b_proj.weight": (h * qk, r),
+                           a + "kv_a_proj_with_mqa.weight": (c + cfg["qk_rope_head_dim"], d), a + "kv_a_layernorm.weight": (c,),
+                           a + "kv_b_proj.weight": (h * (cfg["qk_nope_head_dim"] + cfg["v_head_dim"]), c),
+                           a + "o_proj.weight": (d, h * cfg["v_head_dim"])})
+            experts = ([("mlp.", cfg["intermediate_size"])] if i < cfg["first_k_dense_replace"] else
+                       [(f"mlp.experts.{j}.", cfg["moe_intermediate_size"]) for j in range(cfg["n_routed_experts"])]
+                       + [("mlp.shared_experts.", cfg["moe_intermediate_size"] * cfg["n_shared_experts"])])
+            for e, f in experts:
+                shapes[p + e + "gate_proj.weight"] = shapes[p + e + "up_proj.weight"] = (f, d)
+                shapes[p + e + "down_proj.weight"] = (d, f)
+            if i >= cfg["first_k_dense_replace"]:
+                shapes[p + "mlp.gate.weight"] = (cfg["n_routed_experts"], d)
+                shapes[p + "mlp.gate.e_score_correction_bias"] = (cfg["n_routed_experts"],)
+        else:  # gpt_oss
+            kv, dh, n, f = cfg["num_key_value_heads"], cfg["head_dim"], cfg["num_local_experts"], cfg["intermediate_size"]
+            a = p + "self_attn."
+            for proj, rows in (("q_proj", h * dh), ("k_proj", kv * dh), ("v_proj", kv * dh)):
+                shapes[a + proj + ".weight"], shapes[a + proj + ".bias"] = (rows, d), (rows,)
+            shapes[a + "o_proj.weight"], shapes[a + "o_proj.bias"], shapes[a + "sinks"] = (d, h * dh), (d,), (h,)
+            shapes[p + "mlp.router.weight"], shapes[p + "mlp.router.bias"] = (n, d), (n,)
+            shapes[p + "mlp.experts.gate_up_proj"], shapes[p + "mlp.experts.gate_up_proj_bias"] = (n, d, 2 * f), (n, 2 * f)
+            shapes[p + "mlp.experts.down_proj"], shapes[p + "mlp.experts.down_proj_bias"] = (n, f, d), (n, d)
+    return shapes
 
 
 @pytest.mark.parametrize("name, exact", [
