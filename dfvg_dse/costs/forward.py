@@ -1,5 +1,6 @@
-"""One entry point for a forward on any device kind, the memory-fit check, and the warning for a
-compute dtype the device has no peak for (docs/cost-model.md §4)."""
+"""One entry point for a forward on any device kind, the memory-fit check, and the warnings for a
+compute dtype the device has no peak for (docs/cost-model.md §4) and for an engine profile that
+prices the device with another class's kernels or without its device class's scales (docs/engines.md)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ def compute_dtype_warnings(model: ModelSpec, device: DeviceSpec) -> list[str]:
     """One line when `device` has no peak for the model's compute dtype and a wider rate is used.
 
     Weight-only practice (A100 with fp8 weights): bytes are those of the stored dtype, compute runs
-    at the fallback's rate. The line names the device, the dtype asked for and the rate used.
+    at the fallback's rate. The line names the device, the dtype asked for and the rate used. Under
+    an engine profile, one line more each when its kernels for these weights are another class's and
+    when it has no scales for the device's class (a family no published row measured: B200, MI300X).
     """
     peak = device.compute_peak(model.compute_dtype)
     lines = []
@@ -35,6 +38,11 @@ def compute_dtype_warnings(model: ModelSpec, device: DeviceSpec) -> list[str]:
         if fell_back:  # no published rows of this engine with these weights: another class's kernels price them
             lines.append(f"engine {device.engine.name} has no kernels fitted for {model.weight_dtype} weights: "
                          f"priced with its {kernel.weight_class} kernels (docs/engines.md)")
+        if not device.own_engine and device.engine.lacks_scales(device.device_class):
+            # no published rows on this family of GPUs: the pooled efficiencies, unscaled, price it
+            lines.append(f"engine {device.engine.name} has no scales fitted for {device.name}'s device class "
+                         f"'{device.device_class or '(none)'}': priced at scale (1.0, 1.0) of its efficiencies "
+                         "(docs/engines.md)")
     return lines
 
 

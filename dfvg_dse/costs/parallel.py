@@ -25,7 +25,7 @@ GEMM is whole. TODO(issue 17): data-parallel attention with an all-to-all dispat
 A collective over N ranks on a link (NCCL's model of itself, src/graph/tuning.cc): a fixed start
 `collective_base_latency_s`, one `collective_step_latency_s` per algorithm step and the bytes each
 rank sends at the link's achieved bandwidth. Ring all-reduce: 2(N-1) steps, 2(N-1)/N x B per rank;
-all-gather: N-1 steps, (N-1)/N x B. Between nodes (`ethernet-rdma` links) NCCL's double binary
+all-gather: N-1 steps, (N-1)/N x B. Between nodes (`ethernet-rdma`, `infiniband` links) NCCL's double binary
 tree takes 2 log2 N steps and 2 B per rank; the cheaper of ring and tree is used there.
 """
 
@@ -42,7 +42,7 @@ from dfvg_dse.specs.parallel import ParallelGroup
 
 ACTIVATION_BYTES = 2.0  # hidden states and logits travel in 16 bits (fp16/bf16), fp8 weights included
 ALL_REDUCES_PER_LAYER = 2
-TREE_LINKS = ("ethernet-rdma",)  # links between nodes, where NCCL's tree has log2 N depth
+TREE_LINKS = ("ethernet-rdma", "infiniband")  # links between nodes, where NCCL's tree has log2 N depth
 
 
 def _split(total: int, parts: int, what: str, model: ModelSpec, field: str = "tensor_parallel") -> int:

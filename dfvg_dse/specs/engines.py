@@ -97,6 +97,11 @@ class EngineProfile:
         """(compute, bandwidth) factors of a device class on the kernels' efficiencies; (1, 1) if none."""
         return next(((c, b) for name, c, b in self.device_scales if name == device_class), (1.0, 1.0))
 
+    def lacks_scales(self, device_class: str) -> bool:
+        """True when the profile fitted factors for some device classes but not this one, so a device
+        of this class is priced unscaled, at (1, 1) (a profile fitted without classes is unscaled for all)."""
+        return bool(self.device_scales) and all(name != device_class for name, _, _ in self.device_scales)
+
     def kernel(self, dtype: str) -> tuple[KernelEfficiency, bool]:
         """The kernels that price weights of `dtype`, and whether they are another class's (a fallback)."""
         wanted = weight_class(dtype)

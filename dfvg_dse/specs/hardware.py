@@ -291,7 +291,8 @@ class DeviceSpec:
         return sum(t.capacity_bytes for t in self.memory)
 
 
-LINK_TYPES = ("pcie", "cxl", "nvlink", "ethernet-rdma", "local")
+# infinity-fabric: AMD xGMI between Instinct GPUs; infiniband: RDMA between nodes (docs/data-format.md)
+LINK_TYPES = ("pcie", "cxl", "nvlink", "infinity-fabric", "ethernet-rdma", "infiniband", "local")
 LINK_PATHS = ("host-staged", "peer-to-peer")
 
 

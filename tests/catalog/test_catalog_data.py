@@ -8,8 +8,11 @@ import pytest
 from dfvg_dse.catalog import Catalog, CatalogError
 from dfvg_dse.costs import param_counts
 
-REQUIRED_FPGAS = {"v80", "u200", "u250", "u280", "u55c", "vck5000"}
-REQUIRED_GPUS = {"rtx-4090", "rtx-3090", "a100-40gb", "a100-80gb", "h100-sxm", "h100-pcie", "h200", "l40s", "l4", "a10"}
+REQUIRED_FPGAS = {"v80", "u200", "u250", "u280", "u55c", "vck5000", "vhk158", "v70", "agilex-7-agm039"}
+# issue 17, item 3 ("Catalog"): Blackwell Ultra, consumer Blackwell, the L40, the PCIe A100, AMD CDNA 3/4, Gaudi 3
+NEW_GPUS = {"b300", "rtx-5090", "l40", "a100-80gb-pcie", "mi300x", "mi325x", "mi355x", "gaudi3"}
+REQUIRED_GPUS = {"rtx-4090", "rtx-3090", "a100-40gb", "a100-80gb", "h100-sxm", "h100-pcie", "h200", "l40s", "l4",
+                 "a10"} | NEW_GPUS
 REQUIRED_CPUS = {"xeon-silver-4310", "xeon-8480plus", "epyc-9654"}
 REQUIRED_MODELS = {
     "opt-125m", "opt-350m", "opt-1.3b", "opt-6.7b", "opt-13b", "opt-30b", "llama-68m", "llama-160m", "vicuna-160m",
@@ -26,15 +29,28 @@ def test_database_holds_the_required_entries(catalog):
     assert REQUIRED_MODELS <= set(catalog.model_names())
     links = [catalog.link(n) for n in catalog.hw_names("link")]
     pcie = {(l.name.split("-")[1], l.name.split("-")[2], l.path) for l in links if l.link_type == "pcie"}
-    assert pcie == {(gen, width, path) for gen in ("gen3", "gen4", "gen5") for width in ("x16", "x8")
-                    for path in ("host-staged", "peer-to-peer")}
-    per_lane = {"gen3": 0.985e9, "gen4": 1.969e9, "gen5": 3.938e9}  # PCIe per-lane, per-direction rates
+    paths = ("host-staged", "peer-to-peer")
+    widths = ("x16", "x8")
+    assert pcie == ({(gen, width, path) for gen in ("gen3", "gen4", "gen5") for width in widths for path in paths}
+                    | {("gen6", "x16", path) for path in paths})
+    # PCIe per-lane, per-direction rates; Gen6: 64 GT/s, 242 of each 256-byte flit past CRC and FEC (PCIe 6.0)
+    per_lane = {"gen3": 0.985e9, "gen4": 1.969e9, "gen5": 3.938e9, "gen6": 64e9 / 8 * 242 / 256}
     for link in links:
         if link.link_type == "pcie":
             gen, width = link.name.split("-")[1:3]
             assert link.bandwidth_bytes_per_s == pytest.approx(per_lane[gen] * int(width[1:]), rel=0.01)
             assert link.hops == (2 if link.path == "host-staged" else 1)
-    assert {l.link_type for l in links} >= {"pcie", "cxl", "nvlink", "ethernet-rdma"}
+    assert {l.link_type for l in links} >= {"pcie", "cxl", "nvlink", "ethernet-rdma", "infinity-fabric", "infiniband"}
+
+
+def test_scale_out_and_scale_up_links_are_per_direction(catalog):
+    # InfiniBand NDR/XDR and 400GbE: the port's data rate in bits, once per direction (IBTA roadmap; IEEE 802.3bs)
+    for name, gbit in (("infiniband-ndr", 400), ("infiniband-xdr", 800), ("ethernet-400g-rdma", 400)):
+        assert catalog.link(name).bandwidth_bytes_per_s == pytest.approx(gbit * 1e9 / 8), name
+    # xGMI: seven links per GPU of 128 GB/s (MI300X) and 153.6 GB/s (MI355X) counted both ways
+    for name, per_link_bidir in (("xgmi-mi300", 128e9), ("xgmi-mi355x", 153.6e9)):
+        assert catalog.link(name).bandwidth_bytes_per_s == pytest.approx(7 * per_link_bidir / 2), name
+    assert catalog.link("gaudi3-roce-scaleup").bandwidth_bytes_per_s == pytest.approx(21 * 200e9 / 8)
 
 
 def test_every_hw_entry_loads_with_provenance_on_every_number(catalog):
@@ -50,6 +66,18 @@ def test_host_links_name_existing_links(catalog):
     for entry in catalog.hw_entries():
         if entry.kind != "link" and entry.spec.host_link is not None:
             assert entry.spec.host_link in links, entry.path
+        if entry.kind == "gpu":  # every shipped GPU can form a group (4xNAME, --tp)
+            assert entry.spec.peer_link in links and entry.spec.device_class, entry.path
+
+
+@pytest.mark.parametrize("name", sorted(NEW_GPUS))
+def test_each_new_gpu_loads_with_its_fp8_peak_where_it_has_one(catalog, name):
+    gpu = catalog.device(name)
+    peaks = dict(gpu.peak_flops_per_s)
+    assert ("fp8" in peaks) == (name in FP8_GPUS), name
+    if "fp8" in peaks:
+        assert gpu.compute_peak("fp8") == (peaks["fp8"], "fp8", "fp8")  # priced at its own rate, no fallback
+    assert catalog.link(gpu.host_link).name == gpu.host_link and catalog.link(gpu.peer_link).name == gpu.peer_link
 
 
 def test_every_model_loads_with_source(catalog):
@@ -116,9 +144,12 @@ def test_defaults_follow_the_cost_model_doc(catalog):  # docs/cost-model.md §6
     assert d.power_fraction_for("gpu_decode_fraction") == 0.5 and d.token_record_bytes == 16
 
 
-# Tensor cores with FP8: Hopper, Ada and Blackwell; Ampere has none. FP4: Blackwell only.
-FP8_GPUS = {"h100-sxm", "h100-pcie", "h200", "h20", "l4", "l40s", "rtx-4090", "b200"}
-NO_FP8_GPUS = {"a100-40gb", "a100-80gb", "a10", "rtx-3090", "rtx-a6000"}
+# Matrix units with FP8: Hopper, Ada, Blackwell, CDNA 3/4, Gaudi 3; Ampere has none. FP4: Blackwell and CDNA 4 (MXFP4).
+FP8_GPUS = {"h100-sxm", "h100-pcie", "h200", "h20", "l4", "l40s", "l40", "rtx-4090", "rtx-5090", "b200", "b300",
+            "mi300x", "mi325x", "mi355x", "gaudi3"}
+NO_FP8_GPUS = {"a100-40gb", "a100-80gb", "a100-80gb-pcie", "a10", "rtx-3090", "rtx-a6000"}
+FP4_GPUS = {"b200", "b300", "rtx-5090", "mi355x"}
+FP8_AT_16BIT_RATE = {"gaudi3"}  # Gaudi 3's MME: 1,835 TFLOPS in FP8 and BF16 alike (Intel Gaudi 3 white paper)
 
 
 def test_fp8_and_fp4_peaks_exist_where_the_silicon_has_them(catalog):
@@ -126,9 +157,12 @@ def test_fp8_and_fp4_peaks_exist_where_the_silicon_has_them(catalog):
     for name in FP8_GPUS | NO_FP8_GPUS:
         peaks = dict(catalog.device(name).peak_flops_per_s)
         assert ("fp8" in peaks) == (name in FP8_GPUS), name
-        assert ("fp4" in peaks) == (name == "b200"), name
+        assert ("fp4" in peaks) == (name in FP4_GPUS), name
         if "fp8" in peaks:  # each halving of the operand width doubles the dense tensor rate on these parts
-            assert peaks["fp8"] == pytest.approx(2 * peaks["fp16"], rel=0.03), name
+            ratio = 1 if name in FP8_AT_16BIT_RATE else 2
+            assert peaks["fp8"] == pytest.approx(ratio * peaks["fp16"], rel=0.03), name
+        if "fp4" in peaks:  # at least twice FP8 again (B300 and the GeForce FP32-accumulate FP8 rate: more)
+            assert peaks["fp4"] >= 2 * peaks["fp8"] * 0.97, name
     b200 = dict(catalog.device("b200").peak_flops_per_s)
     assert b200["fp4"] == pytest.approx(2 * b200["fp8"]) and "fp32" not in b200
 

@@ -3,6 +3,7 @@ recovers known parameters, leave-one-source-out, and the shipped profiles' plaus
 
 import dataclasses
 import itertools
+import json
 
 import numpy as np
 import pytest
@@ -157,6 +158,32 @@ def test_weights_without_fitted_kernels_are_priced_by_a_wider_class_and_said(run
     assert result.exit_code == 0 and "engine trtllm has no kernels fitted for int4 weights" in result.stderr
     quiet = run("cost", "--model", "llama-2-7b", "--device", "a100-80gb", "--weight-dtype", "int4", "--engine", "llama.cpp")
     assert quiet.exit_code == 0 and "no kernels fitted" not in quiet.stderr
+
+
+def test_a_device_class_without_fitted_scales_is_priced_unscaled_and_said_once_per_device(run, catalog):
+    # every shipped measurement is of an NVIDIA part: trtllm has fitted scales for hopper, none for cdna3
+    trtllm = catalog.engine("trtllm")
+    assert trtllm.lacks_scales("cdna3") and not trtllm.lacks_scales("hopper")
+    assert not dataclasses.replace(trtllm, device_scales=()).lacks_scales("cdna3")  # fitted without classes
+    result = run("cost", "--model", "llama-3.1-8b", "--device", "mi300x")
+    lines = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert result.exit_code == 0 and len(lines) == 1, result.stderr
+    assert "mi300x" in lines[0] and "'cdna3'" in lines[0] and "(1.0, 1.0)" in lines[0]
+    records = json.loads(run("cost", "--model", "llama-3.1-8b", "--device", "mi300x", "--tokens", "1,8,64",
+                             "--json").stdout)
+    mi300x, (kernel, _) = catalog.device("mi300x"), trtllm.kernel("bfloat16")
+    for record in records:  # one warning per point, and the rate is the kernels' own, unscaled
+        assert [w for w in record["warnings"] if "'cdna3'" in w] == [lines[0][len("warning: "):]]
+        assert record["achieved_bandwidth_bytes_per_s"] == pytest.approx(
+            mi300x.main_memory.bandwidth_bytes_per_s * kernel.bandwidth_efficiency)
+    group = run("cost", "--model", "llama-3.1-8b", "--device", "mi300x", "--tp", "8")
+    assert [line for line in group.stderr.splitlines() if "'cdna3'" in line] == [
+        lines[0].replace("mi300x's", "8xmi300x's")]
+    estimate = json.loads(run("estimate", "--target", "llama-3.1-8b", "--draft", "llama-3.2-1b", "--draft-device",
+                              "v80", "--verify-device", "mi300x", "--acceptance", "0.63,0.11,0.06", "--json").stdout)
+    assert sum("'cdna3'" in w for w in estimate["warnings"]) == 1
+    for quiet in (("--device", "h100-sxm"), ("--device", "mi300x", "--engine", "roofline")):
+        assert "scales fitted" not in run("cost", "--model", "llama-3.1-8b", *quiet).stderr, quiet
 
 
 def test_a_profile_file_reads_back_as_written_and_a_bad_field_is_one_line(tmp_path):
