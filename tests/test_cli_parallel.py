@@ -23,7 +23,8 @@ def test_cost_takes_degrees_or_a_group_name(run):
 @pytest.mark.parametrize("args,needles", [
     (["cost", "--model", "qwen3-30b-a3b", "--device", "h100-sxm", "--tp", "4", "--ep", "2"],
      ("4xh100-sxm-ep2", "tensor-parallel degree (4)")),
-    (["cost", "--model", "qwen3-30b-a3b", "--device", "v80", "--ep", "2"], ("parallel stages span GPUs",)),
+    (["cost", "--model", "qwen3-30b-a3b", "--device", "v80", "--ep", "2"], ("2xv80-ep2", "an expert degree does not apply")),
+    (["cost", "--model", "qwen3-8b", "--device", "xeon-8480plus", "--tp", "2"], ("a CPU stage is one device",)),
     (["estimate", "--target", "mixtral-8x7b", "--draft", "qwen3-0.6b", "--verify-device", "h100-sxm",
       "--verify-tp", "2", "--verify-ep", "4", "--acceptance", "0.7"], ("tensor-parallel degree (2)",))])
 def test_bad_parallel_degrees_are_one_line(run, args, needles):
@@ -63,3 +64,34 @@ def test_exports_carry_the_expert_degree(run, tmp_path):
     assert sglang["server_args"]["ep_size"] == 4 and "--ep-size 4" in sglang["command"]
     assert trtllm["llm_kwargs"]["moe_expert_parallel_size"] == 4 and "--ep_size 4" in trtllm["command"]
     assert vllm["searched"]["verify_device"] == "4xh100-sxm-ep4"
+
+
+def test_the_draft_at_its_own_tensor_degree_on_the_verify_gpus(run):
+    base = ["estimate", "--target", "llama-3.1-70b", "--draft", "llama-3.2-1b", "--verify-device", "4xh100-sxm",
+            "--acceptance", "0.8", "--tree", "chain:4", "--json"]
+    stage = {}
+    for tp in ("1", "2", "4"):
+        result = run(*base, "--draft-tp", tp)
+        assert result.exit_code == 0, result.output
+        out = json.loads(result.stdout)
+        assert out["stages"]["draft"]["device"] == "4xh100-sxm"  # the same GPUs: one stage waits for the other
+        stage[tp] = out["stages"]["draft"]["time_s"]
+    default = json.loads(run(*base).stdout)["stages"]["draft"]["time_s"]
+    assert default == stage["4"] and len(set(stage.values())) == 3
+    too_many = run(*base, "--draft-tp", "8")
+    assert too_many.exit_code == 2
+    one_line_error(too_many, "--draft-tp 8", "at most 4 of its h100-sxm")
+
+
+def test_two_fpgas_draft_side_by_side_from_the_command_line(run, tmp_path):
+    est = run("estimate", "--target", "qwen3-8b", "--draft", "qwen3-0.6b", "--draft-device", "v80", "--draft-tp", "2",
+              "--verify-device", "rtx-4090", "--acceptance", "0.8", "--tree", "kary:8x2", "--json")
+    assert est.exit_code == 0, est.output
+    assert json.loads(est.stdout)["stages"]["draft"]["device"] == "2xv80"
+    result = run("search", "--draft-device", "2xv80", "--draft-device", "v80", "--results-dir", str(tmp_path),
+                 "--run-id", "f", "--json")
+    assert result.exit_code == 0, result.output
+    refused = run("estimate", "--target", "qwen3-8b", "--draft", "qwen3-0.6b", "--draft-device", "4xv80-pp2",
+                  "--verify-device", "rtx-4090", "--acceptance", "0.8")
+    assert refused.exit_code == 2
+    one_line_error(refused, "splitting the layers over FPGAs (a pipeline degree) is not modelled")

@@ -54,6 +54,9 @@ def read_checkpoint(folder: str | Path) -> tuple[dict, ModelSpec, dict]:
                                  or spec.d_embed not in (0, spec.d_model)):
         raise CatalogError(f"{folder / 'config.json'}: post-LN OPT, OPT without affine norms and OPT with "
                            "word_embed_proj_dim != hidden_size are not run by the reference engine")
+    if spec.moe is not None or spec.mla is not None:
+        raise CatalogError(f"{folder / 'config.json'}: {spec.family} (mixture of experts) is priced by the cost model "
+                           "but not run by the reference engine (llama, mistral, qwen2, qwen3, pre-LN OPT)")
     files = sorted(folder.glob("*.safetensors"))
     if not files:
         raise CatalogError(f"{folder}: no *.safetensors file")

@@ -41,7 +41,7 @@ from dfvg_dse.specs.hardware import shorten
 from dfvg_dse.specs.deploy import EngineSupport, version_key
 from dfvg_dse.specs.engines import EngineProfile
 from dfvg_dse.specs.measurements import MeasurementSource
-from dfvg_dse.specs.parallel import group_device, group_name, parse_group_name
+from dfvg_dse.specs.parallel import colocated_draft_device, group_device, group_name, parse_group_name
 from dfvg_dse.specs.hardware import show_value as shown
 
 ENV_DIRS = {"models": "DFVG_DSE_MODELS_DIR", "hwdb": "DFVG_DSE_HWDB_DIR"}
@@ -275,6 +275,15 @@ class Catalog:
         if spec.kind == "gpu" and self.engine_name != ROOFLINE:
             return dataclasses.replace(spec, engine=self.engine(self.engine_name))
         return spec
+
+    def colocated_draft_device(self, verify: DeviceSpec, tensor: int = 1, pipeline: int = 1,
+                               expert: int = 1) -> DeviceSpec:
+        """The draft at its own degrees on the verifier's GPUs (specs/parallel.py)."""
+        unit = verify.parallel.unit.name if verify.parallel is not None else verify.name
+        try:
+            return colocated_draft_device(verify, self.device(unit, tensor, pipeline, expert))
+        except SpecError as err:
+            raise InputError(f"--draft-tp {tensor}: {err}") from None
 
     def link(self, name: str) -> LinkSpec:
         return self.hw_entry(name, ("link",), "link").spec

@@ -72,7 +72,9 @@ _DRAFT_OPTIONS = ("draft", "draft_device", "link_name", "acceptance_spec", "tree
 @engine_option
 @click.option("--target", required=True, help="Target model (see `models list`).")
 @click.option("--draft", help="Draft model [required unless --schedule ar].")
-@click.option("--draft-device", help="Where the draft runs [default: the verify device].")
+@click.option("--draft-device", help="Where the draft runs [default: the verify device; a group: 4xh100-sxm, or "
+                                     "2xv80 for two FPGAs drafting side by side].")
+@parallel_options("draft", "--draft-device (or of the draft on the verify GPUs)")
 @click.option("--verify-device", required=True, help="Where the target verifies (a GPU or CPU, or a group: 4xh100-sxm).")
 @parallel_options("verify", "--verify-device")
 @click.option("--link", "link_name", help="Link between the devices [default: the draft device's host link].")
@@ -111,7 +113,8 @@ _DRAFT_OPTIONS = ("draft", "draft_device", "link_name", "acceptance_spec", "tree
 @click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.pass_context
-def estimate_cmd(ctx, target, draft, draft_device, verify_device, verify_tp, verify_pp, verify_ep, link_name, acceptance_spec,
+def estimate_cmd(ctx, target, draft, draft_device, draft_tp, draft_pp, draft_ep, verify_device, verify_tp, verify_pp,
+                 verify_ep, link_name, acceptance_spec,
                  tree_spec, dynamic,
                  threshold, temperature, k_max, budget, min_depth, max_depth, top_k, total_tokens, gamma, schedule,
                  gpu_fill, batch, context, target_dtype, draft_dtype, attention_efficiency, stochastic, sync_us,
@@ -125,7 +128,9 @@ def estimate_cmd(ctx, target, draft, draft_device, verify_device, verify_tp, ver
     if verify.kind == "fpga":  # the FPGA overlays draft; a target verifies on a GPU or CPU
         raise InputError(f"--verify-device {verify.name}: {_KIND_WORDS[verify.kind]}, not a GPU or CPU (see "
                          "'dfvg-dse hw list --kind gpu' and '--kind cpu')")
-    drafter = catalog.device(draft_device) if draft_device else verify
+    drafter = (catalog.device(draft_device, tensor=draft_tp, pipeline=draft_pp, expert=draft_ep) if draft_device
+               else catalog.colocated_draft_device(verify, draft_tp, draft_pp, draft_ep)
+               if given_options(ctx, ["draft_tp", "draft_pp", "draft_ep"]) else verify)
     sync_s = catalog.defaults().sync_per_round_s if sync_us is None else sync_us * 1e-6
     if schedule == "ar":
         rule_options = dict.fromkeys(o for names in _RULE_OPTIONS.values() for o in names)

@@ -71,9 +71,11 @@ def memory_fit(model: ModelSpec, device: DeviceSpec, context_tokens, batch=1) ->
     tokens in flight). A group of GPUs is checked per device: the largest shard (costs/parallel.py) against one device.
     """
     capacity = device.memory_capacity_bytes
-    if device.parallel is not None:
+    if device.parallel is not None:  # FPGAs side by side each hold the whole draft
         group = device.parallel
-        model, capacity = shard_model(model, group.tensor, group.pipeline, group.expert), group.unit.memory_capacity_bytes
+        if device.kind == "gpu":
+            model = shard_model(model, group.tensor, group.pipeline, group.expert)
+        capacity = group.unit.memory_capacity_bytes
     counts = param_counts(model)
     weights = float(weight_bytes(model, counts.total, counts.routed))
     cached = model.attended_context(np.asarray(context_tokens, dtype=float))  # a rolling buffer under a window

@@ -24,7 +24,9 @@ GROUP_NAME_RE = re.compile(r"^([1-9][0-9]?)x([a-z0-9][a-z0-9._-]*?)(?:-pp([1-9][
 @dataclass(frozen=True)
 class ParallelGroup:
     """`tensor` x `pipeline` copies of `unit`, joined by `link` (GPU to GPU); the routed experts of a
-    mixture of experts spread whole over `expert` of them (1, or the tensor degree)."""
+    mixture of experts spread whole over `expert` of them (1, or the tensor degree). FPGAs group one
+    way only: `tensor` FPGAs each hold the whole draft and take a share of each level's branches
+    (costs/fpga_draft.py); they need no link between them."""
 
     unit: DeviceSpec
     tensor: int = 1
@@ -43,11 +45,15 @@ class ParallelGroup:
                             "SGLang --ep-size)")
         if self.devices > MAX_DEVICES:
             raise SpecError("devices", self.devices, f"tensor x pipeline must be <= {MAX_DEVICES}")
-        if self.unit.kind != "gpu":
-            raise SpecError("device", self.unit.name, "parallel stages span GPUs (an FPGA or CPU stage is one device)")
+        if self.unit.kind == "cpu":
+            raise SpecError("device", self.unit.name, "parallel stages span GPUs or FPGAs (a CPU stage is one device)")
+        if self.unit.kind == "fpga" and (self.pipeline, self.expert) != (1, 1):
+            raise SpecError("device", self.unit.name, f"FPGAs group only side by side, the branches spread over them "
+                            f"({self.tensor}x{self.unit.name}): splitting the layers over FPGAs (a pipeline degree) "
+                            "is not modelled yet, and an expert degree does not apply")
         if self.unit.parallel is not None:
             raise SpecError("device", self.unit.name, "is already a group; give the single device")
-        if self.devices > 1 and self.link is None:
+        if self.devices > 1 and self.link is None and self.unit.kind == "gpu":
             raise SpecError("peer_link", None, f"{self.unit.name} names no peer_link between its devices")
 
     @property
@@ -91,8 +97,13 @@ def group_device(unit: DeviceSpec, tensor: int = 1, pipeline: int = 1, link: Lin
     n = group.devices
     price = unit.price_usd_per_s * n if unit.price_usd_per_s is not None else None
     degrees = f"TP {tensor}" + (f", PP {pipeline}" if pipeline > 1 else "") + (f", EP {expert}" if expert > 1 else "")
+    fabric = unit.fpga
+    if fabric is not None:  # side by side: n times the PEs and branch lanes; each keeps its own SRAM
+        degrees = "branches spread"
+        fabric = dataclasses.replace(fabric, dsp_count=fabric.dsp_count * n, pe_dsp_count=fabric.pe_dsp_count * n,
+                                     branch_lanes=fabric.branch_lanes * n)
     return dataclasses.replace(
-        unit, name=group_name(unit.name, tensor, pipeline, expert),
+        unit, name=group_name(unit.name, tensor, pipeline, expert), fpga=fabric,
         display_name=f"{n} x {unit.display_name or unit.name} ({degrees})",
         peak_flops_per_s=tuple((d, p * n) for d, p in unit.peak_flops_per_s),
         memory=tuple(_scaled_tier(t, n) for t in unit.memory), tdp_w=unit.tdp_w * n,
@@ -103,8 +114,29 @@ def group_device(unit: DeviceSpec, tensor: int = 1, pipeline: int = 1, link: Lin
 
 
 def unit_of(device: DeviceSpec) -> DeviceSpec:
-    """The single device a forward runs on: the group's unit, under the group's engine profile."""
+    """The single device a forward runs on: the group's unit, under the group's engine profile; an
+    FPGA's with its share of the group's fabric (a search may have changed the PE share or clock)."""
     group = device.parallel
     if group is None:
         return device
+    if device.fpga is not None:
+        n, f = group.devices, device.fpga
+        fabric = dataclasses.replace(f, dsp_count=f.dsp_count // n, pe_dsp_count=max(1, f.pe_dsp_count // n),
+                                     branch_lanes=max(1, f.branch_lanes // n))
+        return dataclasses.replace(group.unit, fpga=fabric, eta_compute=device.eta_compute,
+                                   peak_flops_per_s=tuple((d, p / n) for d, p in device.peak_flops_per_s))
     return dataclasses.replace(group.unit, engine=device.engine)
+
+
+def colocated_draft_device(verify: DeviceSpec, draft: DeviceSpec) -> DeviceSpec:
+    """The draft's own degrees (`draft`: the verifier's unit or a smaller group of it) on the verify
+    GPUs: named as the verifier, so the two stages share the devices (one runs while the other waits;
+    vLLM's draft_tensor_parallel_size, SGLang's draft at TP 1)."""
+    unit = verify.parallel.unit if verify.parallel is not None else verify
+    draft_unit = draft.parallel.unit if draft.parallel is not None else draft
+    count = draft.parallel.devices if draft.parallel is not None else 1
+    have = verify.parallel.devices if verify.parallel is not None else 1
+    if draft_unit.name != unit.name or count > have:
+        raise SpecError("draft_tensor_parallel", count, f"the draft shares {verify.name}: at most {have} of its {unit.name}")
+    return dataclasses.replace(draft, name=verify.name,
+                               display_name=f"{verify.display_name or verify.name}; the draft on {count} of them")

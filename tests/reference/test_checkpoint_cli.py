@@ -159,7 +159,7 @@ def test_text_prompts_go_through_the_folders_tokenizer(run, tmp_path):
      "field 'config.rope_scaling.beta_fast' = 'fast': must be a number > 0"),
     ({"rope_theta": 0}, "field 'config.rope_theta' = 0: must be a number > 0"),
     ({"num_local_experts": 8}, "field 'config.num_local_experts' = 8: experts in a llama config: mixture-of-experts "
-     "families are mixtral, qwen3_moe (set model_type)"),
+     "families are mixtral, qwen3_moe, deepseek_v3, gpt_oss (set model_type)"),
 ])
 def test_checkpoints_with_unknown_rope_or_experts_are_refused_in_one_line(run, tmp_path, change, message):
     write_checkpoint(tmp_path / "bad", TARGET, seed=1)
@@ -171,3 +171,13 @@ def test_checkpoints_with_unknown_rope_or_experts_are_refused_in_one_line(run, t
     field, allowed = message.split("'")[1], message.rsplit(": ", 1)[-1]  # the CLI may shorten long values
     assert result.exit_code == 2 and f"'{field}'" in result.stderr and allowed in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("model", ["mixtral-8x7b", "deepseek-v3", "gpt-oss-20b"])
+def test_mixture_of_experts_checkpoints_are_refused_by_name_not_by_a_missing_tensor(tmp_path, catalog, model):
+    folder = tmp_path / model
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(catalog.model_entry(model).config))
+    with pytest.raises(CatalogError, match=r"config\.json: .* \(mixture of experts\) is priced by the cost model but not "
+                                           r"run by the reference engine"):
+        read_checkpoint(folder)
