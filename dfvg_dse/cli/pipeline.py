@@ -209,7 +209,9 @@ def estimate_cmd(ctx, target, draft, draft_device, draft_tp, draft_pp, draft_ep,
     click.echo(f"{record['tokens_per_s']:.1f} tokens/s{per_sequence} ({record['speedup_vs_ar']:.2f}x AR's "
                f"{record['ar_tokens_per_s']:.1f}), {record['j_per_token']:.3f} J/token "
                f"({record['energy_efficiency_vs_ar']:.2f}x AR's tokens/J; {record['energy_efficiency_vs_ar_2dev']:.2f}x "
-               f"against an AR baseline on two such GPUs, as in the DFVG paper)")
+               f"against an AR baseline on two such GPUs, as in the DFVG paper)"
+               + (f", ${record['usd_per_mtoken']:.3f} per million tokens" if record.get("usd_per_mtoken") is not None
+                  else ""))
     click.echo(f"round {record['round_time_s'] * 1e3:.3f} ms, {record['expected_tokens_per_round']:.3f} tokens per "
                f"round per sequence, {record['draft_nodes_per_round']:.1f} draft tokens, widths "
                f"{[round(w, 2) for w in record['level_widths']]}")
@@ -256,16 +258,21 @@ def _setup(ctx, target, draft, gpu, fpga, cpu, second_gpu, fpga_link, cpu_link, 
                  catalog.defaults().sync_per_round_s)
 
 
+def _usd(row: dict) -> str:
+    """$ per million tokens, or '-' where a device of the scenario has no price (not rented)."""
+    return "-" if row.get("usd_per_mtoken") is None else f"{row['usd_per_mtoken']:.3f}"
+
+
 def _print_compare(title: str, rows: list[dict]) -> None:
     emit_warnings(w for r in rows for w in r.get("warnings", ()))
     click.echo(title)
     emit_table([[r["name"], f"{r['tokens_per_s']:.1f}", f"{r['speedup_vs_ar']:.2f}", f"{r['j_per_token']:.3f}",
                  f"{r['energy_efficiency_vs_ar']:.2f}", f"{r['energy_efficiency_vs_ar_2dev']:.2f}",
                  f"{r['expected_tokens_per_round']:.2f}",
-                 f"{100 * r['link']['share_of_round']:.2f}%" if r.get("link") else "-"] if r["feasible"]
-                else [r["name"], "infeasible: " + r["reason"], "", "", "", "", "", ""] for r in rows],
+                 f"{100 * r['link']['share_of_round']:.2f}%" if r.get("link") else "-", _usd(r)] if r["feasible"]
+                else [r["name"], "infeasible: " + r["reason"], "", "", "", "", "", "", ""] for r in rows],
                ["scenario", "tokens/s", "speedup", "J/token", "tokens/J x", "vs 2 AR devices x", "tokens/round",
-                "link share"])
+                "link share", "$/Mtoken"])
 
 
 @cli.command("compare")
