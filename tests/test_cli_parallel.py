@@ -95,3 +95,46 @@ def test_two_fpgas_draft_side_by_side_from_the_command_line(run, tmp_path):
                   "--verify-device", "rtx-4090", "--acceptance", "0.8")
     assert refused.exit_code == 2
     one_line_error(refused, "splitting the layers over FPGAs (a pipeline degree) is not modelled")
+
+
+def test_a_group_with_degrees_given_again_is_refused_everywhere(run):
+    for args in (["estimate", "--target", "llama-3.1-70b", "--draft", "llama-3.2-1b", "--verify-device", "4xh100-sxm",
+                  "--draft-device", "4xh100-sxm", "--draft-tp", "1", "--acceptance", "0.8"],
+                 ["compare", "--target", "qwen3-30b-a3b", "--draft", "qwen3-0.6b", "--gpu", "4xh100-sxm",
+                  "--verify-ep", "4", "--acceptance", "0.7"],
+                 ["sensitivity", "--vary", "batch", "--gpu", "4xh200", "--verify-ep", "4"]):
+        result = run(*args)
+        assert result.exit_code == 2, args
+        one_line_error(result, "is already a group", "with the degrees")
+
+
+def test_a_narrow_checkpoint_keeps_its_dtype_in_a_search_and_its_exports_load_it_as_is(run, tmp_path):
+    result = run("search", "--target", "deepseek-v3", "--draft", "qwen3-0.6b", "--acceptance", "0.7",
+                 "--verify-device", "8xh200", "--draft-device", "v80", "--results-dir", str(tmp_path), "--run-id", "ds")
+    assert result.exit_code == 0, result.output  # FP8 as stored: 85 GB per H200, where float16 would not fit
+    vllm = json.loads(run("export", str(tmp_path / "ds"), "--pick", "knee", "--format", "vllm", "--json").stdout)
+    assert vllm["llm_kwargs"]["dtype"] == "auto" and "--dtype auto" in vllm["command"]
+    assert "enable_expert_parallel" not in vllm["llm_kwargs"]
+    hf = json.loads(run("export", str(tmp_path / "ds"), "--pick", "knee", "--format", "hf", "--json").stdout)
+    assert 'from_pretrained(TARGET, dtype="auto", device_map="auto")' in hf["python"]
+
+
+def test_a_dense_target_on_an_expert_parallel_group_exports_no_expert_flags(run, tmp_path):
+    result = run("search", "--target", "llama-3.1-70b", "--draft", "llama-3.2-1b", "--acceptance", "0.8",
+                 "--verify-device", "4xh100-sxm-ep4", "--draft-device", "4xh100-sxm-ep4", "--results-dir", str(tmp_path),
+                 "--run-id", "d")
+    assert result.exit_code == 0, result.output
+    vllm = json.loads(run("export", str(tmp_path / "d"), "--pick", "knee", "--format", "vllm", "--json").stdout)
+    trt = json.loads(run("export", str(tmp_path / "d"), "--pick", "knee", "--format", "trtllm", "--json").stdout)
+    assert "enable_expert_parallel" not in vllm["llm_kwargs"] and "--ep_size" not in trt["command"]
+    assert vllm["llm_kwargs"]["tensor_parallel_size"] == 4
+
+
+def test_a_draft_with_another_vocabulary_is_a_warning_and_mla_models_name_their_gap(run):
+    out = json.loads(run("estimate", "--target", "deepseek-v3", "--draft", "qwen3-0.6b", "--verify-device", "8xh200",
+                         "--acceptance", "0.7", "--tree", "chain:3", "--json").stdout)
+    assert any("different vocabularies (151,936 and 129,280 rows)" in w for w in out["warnings"])
+    assert any("3.9x slower" in w for w in out["warnings"])
+    same = json.loads(run("estimate", "--target", "qwen2.5-72b", "--draft", "qwen2.5-0.5b", "--verify-device",
+                          "4xh100-sxm", "--draft-tp", "1", "--acceptance", "0.7", "--tree", "chain:3", "--json").stdout)
+    assert not any("vocabularies" in w for w in same["warnings"])  # 152,064 and 151,936 rows: one vocabulary, padded

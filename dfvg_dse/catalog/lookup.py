@@ -251,13 +251,15 @@ class Catalog:
                 raise DataError(path, field, link, f"names no link entry; {hint}see 'dfvg-dse hw list --kind link'")
         return entry
 
-    def device(self, name: str, tensor: int = 1, pipeline: int = 1, expert: int = 1) -> DeviceSpec:
+    def device(self, name: str, tensor: int = 1, pipeline: int = 1, expert: int = 1,
+               degrees_given: bool = False) -> DeviceSpec:
         """A device; a GPU priced by this catalog's engine profile (with_engine), if any. A group of
         GPUs (specs/parallel.py) by name (`4xh100-sxm`, `8xh100-sxm-pp2`, `4xh100-sxm-ep4`) or by its
-        degrees (an expert degree alone implies the same tensor degree)."""
+        degrees (an expert degree alone implies the same tensor degree); `degrees_given`: the user
+        set them, so a group name with them is refused even at 1."""
         group = parse_group_name(name) if self._hw_path_or_none(name) is None else None
         if group is not None:
-            if (tensor, pipeline, expert) != (1, 1, 1):
+            if degrees_given or (tensor, pipeline, expert) != (1, 1, 1):
                 raise InputError(f"device {name} is already a group; give its unit ({group[0]}) with the degrees")
             name, tensor, pipeline, expert = group
         if tensor == 1 and expert > 1:

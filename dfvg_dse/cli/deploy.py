@@ -11,7 +11,7 @@ from dfvg_dse import export
 from dfvg_dse.cli._base import catalog_of, cli, emit_json, emit_table
 from dfvg_dse.cli.search import _space
 from dfvg_dse.pipeline.realise import realise_and_price
-from dfvg_dse.report.engines import FORMATS, engine_config, realised_record
+from dfvg_dse.report.engines import FORMATS, engine_config, engine_dtype, realised_record
 from dfvg_dse.specs import InputError, TreeSpec
 from dfvg_dse.specs.deploy import ENGINES
 
@@ -84,9 +84,9 @@ def _engine_export(design: dict, fmt: str, support, pricer: _Pricer, options_fil
     record = realised_record(realised, est, support.cost_profile)
     # a design priced at mean context c serves sequences of up to 2c (prompt and output alike)
     group = next(d for d in space.verify_devices if d.name == design["verify_device"]).parallel
-    settings = {"dtype": chosen["target_dtype"], "max_len": 2 * space.context, "max_new_tokens": space.context,
+    settings = {"dtype": engine_dtype(chosen["target_dtype"]), "max_len": 2 * space.context, "max_new_tokens": space.context,
                 "tensor_parallel": group.tensor if group else 1, "pipeline_parallel": group.pipeline if group else 1,
-                "expert_parallel": group.expert if group else 1,
+                "expert_parallel": group.expert if group and space.target.moe is not None else 1,
                 "options_file": options_file}
     return engine_config(design, fmt, support, record, settings)
 

@@ -15,7 +15,6 @@ from dfvg_dse.cli._base import (engine_option, SEED, FiniteFloatRange, Temperatu
                                 emit_warnings, given_options, parallel_options, progress_line, refuse_other_rules,
                                 refuse_unused)
 from dfvg_dse.pipeline import estimate
-from dfvg_dse.specs.parallel import group_name
 from dfvg_dse.pipeline.presets import PRESETS
 from dfvg_dse.pipeline.scenarios import Setup, adapt_rule, compare
 from dfvg_dse.pipeline.sensitivity import VARIES, sweep
@@ -124,13 +123,15 @@ def estimate_cmd(ctx, target, draft, draft_device, draft_tp, draft_pp, draft_ep,
         raise InputError("--gpu-fill needs --schedule overlap (the verifier fills the time it waits for a draft)")
     catalog = catalog_of(ctx)
     target_model = catalog.model(target).with_dtypes(target_dtype, target_dtype)
-    verify = catalog.device(verify_device, tensor=verify_tp, pipeline=verify_pp, expert=verify_ep)
+    verify = catalog.device(verify_device, tensor=verify_tp, pipeline=verify_pp, expert=verify_ep,
+                            degrees_given=bool(given_options(ctx, ["verify_tp", "verify_pp", "verify_ep"])))
+    draft_degrees = bool(given_options(ctx, ["draft_tp", "draft_pp", "draft_ep"]))
     if verify.kind == "fpga":  # the FPGA overlays draft; a target verifies on a GPU or CPU
         raise InputError(f"--verify-device {verify.name}: {_KIND_WORDS[verify.kind]}, not a GPU or CPU (see "
                          "'dfvg-dse hw list --kind gpu' and '--kind cpu')")
-    drafter = (catalog.device(draft_device, tensor=draft_tp, pipeline=draft_pp, expert=draft_ep) if draft_device
-               else catalog.colocated_draft_device(verify, draft_tp, draft_pp, draft_ep)
-               if given_options(ctx, ["draft_tp", "draft_pp", "draft_ep"]) else verify)
+    drafter = (catalog.device(draft_device, tensor=draft_tp, pipeline=draft_pp, expert=draft_ep, degrees_given=draft_degrees)
+               if draft_device else catalog.colocated_draft_device(verify, draft_tp, draft_pp, draft_ep)
+               if draft_degrees else verify)
     sync_s = catalog.defaults().sync_per_round_s if sync_us is None else sync_us * 1e-6
     if schedule == "ar":
         rule_options = dict.fromkeys(o for names in _RULE_OPTIONS.values() for o in names)
@@ -340,7 +341,8 @@ def compare_cmd(ctx, preset, target, draft, gpu, verify_tp, verify_pp, verify_ep
         return
     if not (target and draft):
         raise InputError("--target and --draft are required without --preset")
-    gpu = group_name(gpu, verify_tp, verify_pp, verify_ep)
+    gpu = catalog_of(ctx).device(gpu, verify_tp, verify_pp, verify_ep, degrees_given=bool(
+        given_options(ctx, ["verify_tp", "verify_pp", "verify_ep"]))).name
     setup = _setup(ctx, target, draft, gpu, fpga, cpu, second_gpu, fpga_link, cpu_link, gpu_link, acceptance_spec,
                    batch, context)
     rows = [estimate_record(e) for e in compare(setup, rounds).values()]
@@ -384,7 +386,8 @@ def sensitivity_cmd(ctx, vary, preset, pair, values, gpu, verify_tp, verify_pp, 
     target, _, draft = pair.partition("/")
     if not (target and draft) or "/" in draft:
         raise InputError(f"--pair {pair!r}: expected TARGET/DRAFT, e.g. qwen3-8b/qwen3-0.6b")
-    gpu = group_name(gpu or p["gpu"], verify_tp, verify_pp, verify_ep)
+    gpu = catalog_of(ctx).device(gpu or p["gpu"], verify_tp, verify_pp, verify_ep, degrees_given=bool(
+        given_options(ctx, ["verify_tp", "verify_pp", "verify_ep"]))).name
     setup = _setup(ctx, target, draft, gpu, p["fpga"], p["cpu"], None, p["fpga_link"], p["cpu_link"],
                    p["gpu_link"], None, p["batch"], p["context"], p["target_dtype"], p["draft_dtype"])
     defaults = {"link-latency": "1,3,10,30,100,300,1000,3000", "acceptance": "0.5,0.6,0.7,0.75,0.8,0.85,0.9,0.95",

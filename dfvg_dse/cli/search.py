@@ -71,7 +71,8 @@ def _space(ctx, request: dict, catalog=None) -> tuple[SearchSpace, dict]:
         return f"[{table}] {name}" + (f"[{index}]" if index is not None else "")
 
     target_model = from_study(key("models", "target", target), catalog.model, chosen["target"]) \
-        .with_dtypes(chosen["target_dtype"], chosen["target_dtype"])
+        .served_in(models.get("target_dtype"), DEFAULTS["target_dtype"])
+    chosen["target_dtype"] = target_model.weight_dtype
     draft_model = from_study(key("models", "draft", draft), catalog.model, chosen["draft"]) \
         .with_dtypes(chosen["draft_dtype"], chosen["draft_dtype"])
     verifiers = tuple(from_study(key("hardware", "verify_devices", verify, i), catalog.device, n)

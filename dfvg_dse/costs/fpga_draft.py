@@ -10,7 +10,7 @@
 - On-chip SRAM and off-chip memory are separate ports, so their transfer times overlap.
 - Several FPGAs (`2xv80`) each hold the whole draft and the KV of the shared context, and take
   1/N of a forward's tokens (a tree level's branches, the batch's sequences): the forward lasts as
-  long as one FPGA's share, ceil(b n / N) tokens. The accepted tokens' draft KV, which the other
+  long as the busiest FPGA's share, ceil(b n / N) whole tokens (a one-token step is no faster). The accepted tokens' draft KV, which the other
   FPGAs lack, is recomputed nowhere and sent nowhere here (a few kB per token per round).
 """
 
@@ -27,11 +27,12 @@ from dfvg_dse.specs.parallel import unit_of
 def fpga_forward_cost(model: ModelSpec, device: DeviceSpec, n_tokens, context_tokens, batch=1,
                       tree_pairs=None) -> ForwardCost:
     """Time of one forward of n new tokens at context c and batch b on an FPGA, in seconds."""
-    if device.parallel is not None:  # N side by side: each one's share of the tokens, ceil(n b / N)
-        n = device.parallel.devices
-        pairs = None if tree_pairs is None else np.asarray(tree_pairs, dtype=float) / n
-        return fpga_forward_cost(model, unit_of(device), np.asarray(n_tokens, dtype=float) / n, context_tokens, batch,
-                                 pairs if tree_pairs is not None else chain_tree_pairs(n_tokens) / n)
+    if device.parallel is not None:  # N side by side: the busiest one's whole tokens, ceil(n b / N)
+        fpgas, b = device.parallel.devices, np.asarray(batch, dtype=float)
+        n = np.asarray(n_tokens, dtype=float)
+        share = np.ceil(n * b / fpgas) / (n * b)  # of this forward's tokens (and of its attention pairs)
+        pairs = chain_tree_pairs(n) if tree_pairs is None else np.asarray(tree_pairs, dtype=float)
+        return fpga_forward_cost(model, unit_of(device), n * share, context_tokens, batch, pairs * share)
     fabric = device.fpga
     work = forward_work(model, n_tokens, context_tokens, batch, tree_pairs)
     tokens = np.asarray(n_tokens, dtype=float) * np.asarray(batch, dtype=float)

@@ -69,17 +69,29 @@ def shard_model(model: ModelSpec, tensor: int, pipeline: int = 1, expert: int = 
         kv_heads = 1  # each device keeps a copy of the one KV head its query heads read
     else:
         raise SpecError("tensor_parallel", tensor, f"must divide {model.name}'s {kv} KV heads or be a multiple of them")
+    stage = math.ceil(model.n_layers / pipeline)
     moe = model.moe
-    if moe is not None and expert > 1:
-        _split(moe.n_experts, expert, "experts", model, "expert_parallel")
-        moe = dataclasses.replace(moe, ep_ranks=expert)
-    elif moe is not None:
-        moe = dataclasses.replace(moe, d_expert=_split(moe.d_expert, tensor, "expert width", model))
+    if moe is not None:  # shared experts split in width either way (vLLM: TP-sharded under EP too)
+        shared = _split(moe.shared_width, tensor, "shared-expert width", model) if moe.n_shared else 0
+        if expert > 1:
+            _split(moe.n_experts, expert, "experts", model, "expert_parallel")
+            moe = dataclasses.replace(moe, ep_ranks=expert, d_shared=shared)
+        else:
+            moe = dataclasses.replace(moe, d_expert=_split(moe.d_expert, tensor, "expert width", model), d_shared=shared)
+        # the largest stage: the one with the most MoE layers (the dense first layers sit on the first)
+        moe = dataclasses.replace(moe, dense_layers=max(0, moe.dense_layers - (model.n_layers - stage)))
     dense_ffn = model.moe is None or model.moe.dense_layers > 0
     d_ffn = _split(model.d_ffn, tensor, "FFN width", model) if dense_ffn else model.d_ffn  # unused when all are MoE
-    return dataclasses.replace(model, name=f"{model.name}-shard", n_layers=math.ceil(model.n_layers / pipeline),
+    # windowed layers spread evenly (gpt-oss alternates): the stage's share, rounded towards full attention
+    sliding = model.sliding_layers * stage // model.n_layers
+    if model.sliding_layers and sliding == 0:
+        sliding, window = 0, 0  # a stage of full-attention layers only
+    else:
+        window = model.sliding_window
+    return dataclasses.replace(model, name=f"{model.name}-shard", n_layers=stage,
                                n_heads=heads, n_kv_heads=kv_heads, d_ffn=d_ffn,
-                               vocab_size=math.ceil(model.vocab_size / tensor), moe=moe)
+                               vocab_size=math.ceil(model.vocab_size / tensor), moe=moe, sliding_layers=sliding,
+                               sliding_window=window, mtp_layers=min(model.mtp_layers, stage))
 
 
 def collective_time_s(link: LinkSpec, n_bytes, ranks: int, all_reduce: bool = True):

@@ -94,7 +94,8 @@ def param_counts(model: ModelSpec) -> ParamCounts:
         moe, dense = model.moe, model.moe.dense_layers
         attn_w, attn_all = _attention_counts(model)
         expert, router = _ffn_counts(model, moe.d_expert)[1], d * moe.n_experts
-        shared, router_bias = moe.n_shared * expert, moe.n_experts if moe.router_bias else 0
+        shared = moe.n_shared * _ffn_counts(model, moe.shared_width)[1]
+        router_bias = moe.n_experts if moe.router_bias else 0
         routed = model.moe_layers * moe.experts_per_rank * expert  # one GPU's share under expert parallelism
         layers_matmul = dense * layer_matmul + model.moe_layers * (attn_w + router + shared) + routed
         layers_all = dense * layer_all + model.moe_layers * (attn_all + router + router_bias + shared) + routed

@@ -37,11 +37,21 @@ class Estimate(NamedTuple):
     warnings: tuple[str, ...] = ()  # e.g. a stage costed at a fallback compute rate (no fp8 peak on its device)
 
 
+VOCAB_PADDING = 0.01  # fraction of the target's rows two paddings of one vocabulary differ by, at most
+
+
 def _dtype_warnings(config: DecodeConfig) -> tuple[str, ...]:
-    """The stages whose device has no peak for their model's compute dtype (costs.compute_dtype_warnings)."""
+    """The stages whose device has no peak for their model's compute dtype (costs.compute_dtype_warnings),
+    and a draft whose vocabulary is not the target's."""
     found = compute_dtype_warnings(config.target, config.system.verify)
     if config.schedule != "ar":
         found += compute_dtype_warnings(config.draft, config.system.draft)
+        # embedding tables pad a shared vocabulary differently (Qwen2.5: 152,064 and 151,936 rows), so only a
+        # gap past that says the tokenizers differ
+        if abs(config.draft.vocab_size - config.target.vocab_size) > VOCAB_PADDING * config.target.vocab_size:
+            found.append(f"{config.draft.name} and {config.target.name} have different vocabularies "
+                         f"({config.draft.vocab_size:,} and {config.target.vocab_size:,} rows): a draft model must share "
+                         "the target's tokenizer, so the acceptance given stands for a draft that does")
     return tuple(dict.fromkeys(found))
 
 

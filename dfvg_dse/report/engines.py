@@ -49,6 +49,16 @@ def limits(design: dict, engine: str) -> list[str]:
     return notes
 
 
+# The activation dtypes the engines' --dtype takes; narrower weights (a checkpoint stored in FP8) load
+# with "auto", the dtype and quantisation coming from the checkpoint's own config.
+ENGINE_DTYPES = ("float16", "bfloat16", "float32")
+
+
+def engine_dtype(target_dtype: str) -> str:
+    """The --dtype an engine is given for weights stored as `target_dtype`."""
+    return target_dtype if target_dtype in ENGINE_DTYPES else "auto"
+
+
 def _vllm(names: dict, settings: dict, realised: dict) -> dict:
     spec = {"method": "draft_model", "model": names["draft"], "num_speculative_tokens": realised["depth"]}
     kwargs = {"model": names["target"], "dtype": settings["dtype"], "max_model_len": settings["max_len"],
@@ -83,6 +93,15 @@ def _sglang(names: dict, settings: dict, realised: dict) -> dict:
     return {"command": shlex.join(command), "server_args": args}
 
 
+def _hf_target_line(settings: dict) -> str:
+    """The line loading the target: its dtype, on one GPU, or spread over a parallel verifier's GPUs
+    by device_map="auto" (transformers places the layers)."""
+    dtype = 'dtype="auto"' if settings["dtype"] == "auto" else f"dtype=torch.{settings['dtype']}"
+    if settings.get("tensor_parallel", 1) * settings.get("pipeline_parallel", 1) > 1:
+        return f'target = AutoModelForCausalLM.from_pretrained(TARGET, {dtype}, device_map="auto")'
+    return f"target = AutoModelForCausalLM.from_pretrained(TARGET, {dtype}).to(DEVICE)"
+
+
 def _hf(names: dict, settings: dict, realised: dict) -> dict:
     assistant = {"num_assistant_tokens": realised["depth"], "num_assistant_tokens_schedule": "constant",
                  "assistant_confidence_threshold": 0.0}
@@ -93,7 +112,7 @@ def _hf(names: dict, settings: dict, realised: dict) -> dict:
              f"TARGET, DRAFT = {names['target']!r}, {names['draft']!r}",
              'DEVICE = "cuda" if torch.cuda.is_available() else "cpu"',
              "tokenizer = AutoTokenizer.from_pretrained(TARGET)",
-             f"target = AutoModelForCausalLM.from_pretrained(TARGET, dtype=torch.{settings['dtype']}).to(DEVICE)",
+             _hf_target_line(settings),
              f"assistant = AutoModelForCausalLM.from_pretrained(DRAFT, dtype=torch.{realised['draft_dtype']}).to(DEVICE)",
              "# assisted generation reads these from the assistant's own generation config, not from generate()"]
     lines += [f"assistant.generation_config.{k} = {v!r}" for k, v in assistant.items()]

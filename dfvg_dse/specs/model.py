@@ -42,6 +42,7 @@ class MoeSpec:
     n_shared: int = 0
     router_bias: bool = False
     expert_bits: float = 0.0
+    d_shared: int = 0  # width of each shared expert (0: d_expert; a tensor-parallel shard splits it)
 
     def __post_init__(self) -> None:
         _require_int(self, "n_experts", "experts_per_token", "d_expert", "ep_ranks")
@@ -57,6 +58,11 @@ class MoeSpec:
             raise SpecError("n_shared", self.n_shared, "must be an integer >= 0")
         if not (isinstance(self.expert_bits, (int, float)) and 0 <= self.expert_bits <= 32):
             raise SpecError("expert_bits", self.expert_bits, "must be in [0, 32] (0: the model's weight dtype)")
+
+    @property
+    def shared_width(self) -> int:
+        """Width of each shared expert (its FFN), d_expert unless a shard split it apart."""
+        return self.d_shared or self.d_expert
 
     @property
     def experts_per_rank(self) -> int:
@@ -215,10 +221,22 @@ class ModelSpec:
             return windowed
         return (sliding * windowed + (self.n_layers - sliding) * np.asarray(context_tokens)) / self.n_layers
 
+    def served_in(self, dtype: str | None, default: str) -> ModelSpec:
+        """The model as a study serves it: weights and KV cache in `dtype` when one is asked for;
+        otherwise in `default`, unless the checkpoint is stored narrower than 16 bits (DeepSeek-V3's
+        FP8), which keeps its own dtypes."""
+        if dtype is None and DTYPE_BYTES[self.weight_dtype] < 2:
+            return self
+        return self.with_dtypes(dtype or default, dtype or default)
+
     def with_dtypes(self, weight_dtype: str | None = None, kv_dtype: str | None = None) -> ModelSpec:
-        """The same model stored in other dtypes (quantised weights, a smaller KV cache)."""
+        """The same model stored in other dtypes (quantised weights, a smaller KV cache); another weight
+        dtype applies to every weight, experts stored apart (gpt-oss's MXFP4) included."""
+        moe = self.moe
+        if moe is not None and moe.expert_bits and weight_dtype and weight_dtype != self.weight_dtype:
+            moe = dataclasses.replace(moe, expert_bits=0.0)
         return dataclasses.replace(self, weight_dtype=weight_dtype or self.weight_dtype,
-                                   kv_dtype=kv_dtype or self.kv_dtype)
+                                   kv_dtype=kv_dtype or self.kv_dtype, moe=moe)
 
     @property
     def moe_layers(self) -> int:

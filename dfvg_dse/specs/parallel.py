@@ -49,7 +49,7 @@ class ParallelGroup:
             raise SpecError("device", self.unit.name, "parallel stages span GPUs or FPGAs (a CPU stage is one device)")
         if self.unit.kind == "fpga" and (self.pipeline, self.expert) != (1, 1):
             raise SpecError("device", self.unit.name, f"FPGAs group only side by side, the branches spread over them "
-                            f"({self.tensor}x{self.unit.name}): splitting the layers over FPGAs (a pipeline degree) "
+                            f"({self.devices}x{self.unit.name}): splitting the layers over FPGAs (a pipeline degree) "
                             "is not modelled yet, and an expert degree does not apply")
         if self.unit.parallel is not None:
             raise SpecError("device", self.unit.name, "is already a group; give the single device")

@@ -98,3 +98,28 @@ def test_expert_parallelism_is_refused_where_it_does_not_apply(catalog):
         MoeSpec(8, 2, 64, ep_ranks=3)
     assert group_name("h100-sxm", expert=4) == "4xh100-sxm-ep4"
     assert catalog.device("h100-sxm", expert=4).name == "4xh100-sxm-ep4"
+
+
+def test_the_shared_expert_splits_in_width_under_expert_parallelism_too(catalog):
+    """vLLM shards DeepSeek-V3's shared expert over the tensor-parallel GPUs whether or not the routed
+    experts are spread: per GPU, EP 8 and TP 8 then hold the same weights (a routed expert whole or an
+    eighth of each comes to the same)."""
+    model = catalog.model("deepseek-v3")
+    tp, ep = shard_model(model, 8), shard_model(model, 8, expert=8)
+    assert tp.moe.shared_width == ep.moe.shared_width == 2048 // 8
+    assert param_counts(tp).total == param_counts(ep).total
+    assert memory_fit(model, catalog.device("8xh100-sxm-ep8"), 4096).weight_bytes == \
+        memory_fit(model, catalog.device("8xh100-sxm"), 4096).weight_bytes
+
+
+def test_pipeline_stages_count_their_own_layer_kinds(catalog):
+    gpt = catalog.model("gpt-oss-120b")  # 36 layers alternating 18 windowed, 18 full
+    for pp, sliding in ((2, 9), (4, 4), (36, 0)):
+        stage = shard_model(gpt, 1, pp)
+        assert stage.sliding_layers == sliding, pp
+    half = memory_fit(gpt, catalog.device("h100-sxm", pipeline=2), 100_000).kv_cache_bytes
+    whole = memory_fit(gpt, catalog.device("h100-sxm"), 100_000).kv_cache_bytes
+    assert float(half) == pytest.approx(float(whole) / 2)  # each stage caches its 9 full-attention layers' share
+    ds = catalog.model("deepseek-v3")  # 3 dense then 58 MoE layers: the largest stage is all MoE
+    assert shard_model(ds, 8, 2).moe.dense_layers == 0 and shard_model(ds, 1, 32).n_layers == 2
+    assert float(device_forward_cost(ds, catalog.device("h200", pipeline=32), 1, 0).time_s) > 0

@@ -185,3 +185,12 @@ def test_deepseek_v3_fits_8_h200_in_fp8_and_8_h100_only_just(catalog):
     assert not memory_fit(model, catalog.device("4xh200"), 4096).fits
     h100 = memory_fit(model, catalog.device("8xh100-sxm"), 4096)  # 671 GB over 8 x 80 GiB: no room to serve
     assert h100.fits and float(h100.required_bytes) / h100.capacity_bytes > 0.98
+
+
+def test_another_weight_dtype_applies_to_experts_stored_apart(catalog):
+    model = catalog.model("gpt-oss-120b")
+    counts = param_counts(model)
+    fp32 = model.with_dtypes("float32")
+    assert fp32.moe.expert_bits == 0
+    assert memory_fit(fp32, catalog.device("h100-sxm"), 0).weight_bytes == pytest.approx(counts.total * 4)
+    assert model.with_dtypes(kv_dtype="fp8").moe.expert_bits == 4.25  # the KV cache alone changes nothing else
