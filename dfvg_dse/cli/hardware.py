@@ -154,7 +154,8 @@ def cost(ctx: click.Context, model_name: str, device_name: str, tokens: str, con
                      f"of {r['memory_fit']['capacity_bytes'] / 1e9:.3g} GB)"])
         warnings.extend(r["warnings"])
     priced = f" with {first['engine']}'s kernels" if first["engine"] != "roofline" else ""
-    click.echo(f"{model.name} ({model.weight_dtype}) on {device.name}{priced}: achieved (peak x efficiency) "
+    each = " (FLOPs, bytes and rates per device of the group)" if device.parallel is not None else ""
+    click.echo(f"{model.name} ({model.weight_dtype}) on {device.name}{priced}{each}: achieved (peak x efficiency) "
                f"{first['achieved_flops_per_s']:.3g} FLOP/s and {first['achieved_bandwidth_bytes_per_s']:.3g} B/s; "
                f"compute knee at n* = {first['knee_tokens']:.1f} tokens")
     click.echo("n: new tokens per forward, c: tokens already in the KV cache, b: sequences in the batch")

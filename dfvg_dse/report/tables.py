@@ -14,6 +14,7 @@ from dfvg_dse.acceptance import acceptance_warnings, expected_tokens
 from dfvg_dse.costs import compute_dtype_warnings, device_forward_cost, knee_tokens, memory_fit, param_counts
 from dfvg_dse.costs.processor import engine_rates
 from dfvg_dse.costs.work import weight_bytes
+from dfvg_dse.specs.parallel import unit_of
 from dfvg_dse.pipeline.pareto import pareto_mask
 from dfvg_dse.specs import DeviceSpec, LinkSpec, ModelSpec
 from dfvg_dse.tree import to_choices, to_vllm_literal
@@ -149,12 +150,14 @@ def cost_records(model: ModelSpec, device: DeviceSpec, tokens, contexts, batches
     """Time, bound, FLOPs, bytes and memory fit of one forward for every (n, c, b) combination, yielded
     in order, evaluated COST_CHUNK_POINTS at a time."""
     n_all, c_all, b_all = (a.ravel() for a in np.meshgrid(tokens, contexts, batches, indexing="ij"))
-    if device.engine is not None:  # a fitted engine profile's kernels
-        peak, bandwidth = engine_rates(model, device, device.engine)
+    one = unit_of(device)  # rates of one device of a group, as its FLOPs and bytes are one device's
+    if one.engine is not None:  # a fitted engine profile's kernels
+        peak, bandwidth = engine_rates(model, one, one.engine)
     else:
-        peak = device.peak_for(model.compute_dtype) * device.eta_compute
-        bandwidth = weight_stream_bandwidth_bytes_per_s(model, device)
-    knee = knee_tokens(peak, bandwidth, model.weight_bytes_per_param)
+        peak = one.peak_for(model.compute_dtype) * one.eta_compute
+        bandwidth = weight_stream_bandwidth_bytes_per_s(model, one)
+    counts = param_counts(model)
+    knee = knee_tokens(peak, bandwidth, float(weight_bytes(model, counts.total, counts.routed)) / counts.total)
     fallback = compute_dtype_warnings(model, device)  # the device lacks the dtype's peak: which rate is used
     for start in range(0, len(n_all), COST_CHUNK_POINTS):
         n, c, b = (x[start:start + COST_CHUNK_POINTS] for x in (n_all, c_all, b_all))
@@ -170,6 +173,7 @@ def cost_records(model: ModelSpec, device: DeviceSpec, tokens, contexts, batches
                 "bound": str(bound[i]),
                 "compute_time_s": float(cost.compute_time_s[i]), "memory_time_s": float(cost.memory_time_s[i]),
                 "overhead_time_s": float(cost.overhead_time_s[i]),
+                "communication_time_s": float(np.broadcast_to(cost.communication_time_s, np.shape(cost.time_s))[i]),
                 "flops": float(cost.flops[i]), "bytes": float(cost.bytes[i]),
                 "achieved_flops_per_s": peak, "achieved_bandwidth_bytes_per_s": bandwidth, "knee_tokens": knee,
                 "memory_fit": {"fits": bool(fit.fits[i]), "required_bytes": float(fit.required_bytes[i]),

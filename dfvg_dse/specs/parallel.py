@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from dfvg_dse.specs.hardware import DeviceSpec, LinkSpec, MemoryTier, SpecError
 
 MAX_DEVICES = 64
-GROUP_NAME_RE = re.compile(r"^([1-9][0-9]?)x([a-z0-9][a-z0-9._-]*?)(?:-pp([1-9][0-9]?))?(?:-ep([1-9][0-9]?))?$")
+# `8xh100-sxm-pp2-ep4`: devices x unit, then pipeline and expert degrees in either order
+GROUP_NAME_RE = re.compile(r"^([1-9][0-9]?)x([a-z0-9][a-z0-9._-]*?)((?:-(?:pp|ep)[1-9][0-9]?){0,2})$")
+DEGREE_RE = re.compile(r"-(pp|ep)([1-9][0-9]?)")
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,11 @@ def parse_group_name(name: str) -> tuple[str, int, int, int] | None:
     match = GROUP_NAME_RE.match(name)
     if match is None:
         return None
-    devices, pipeline, expert = int(match.group(1)), int(match.group(3) or 1), int(match.group(4) or 1)
+    degrees = DEGREE_RE.findall(match.group(3))
+    if len({kind for kind, _ in degrees}) < len(degrees):
+        return None  # the same degree twice
+    given = {kind: int(value) for kind, value in degrees}
+    devices, pipeline, expert = int(match.group(1)), given.get("pp", 1), given.get("ep", 1)
     if devices % pipeline:
         raise SpecError("device", name, f"{devices} devices do not split into {pipeline} pipeline stages")
     return match.group(2), devices // pipeline, pipeline, expert

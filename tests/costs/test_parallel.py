@@ -114,7 +114,9 @@ def test_a_group_device_totals_its_units(catalog):
 
 @pytest.mark.parametrize("name,parsed", [("4xh100-sxm", ("h100-sxm", 4, 1, 1)), ("8xh100-sxm-pp2", ("h100-sxm", 4, 2, 1)),
                                          ("2xrtx-4090", ("rtx-4090", 2, 1, 1)), ("4xh100-sxm-ep4", ("h100-sxm", 4, 1, 4)),
-                                         ("16xh100-sxm-pp2-ep8", ("h100-sxm", 8, 2, 8)), ("h100-sxm", None),
+                                         ("16xh100-sxm-pp2-ep8", ("h100-sxm", 8, 2, 8)),
+                                         ("16xh100-sxm-ep8-pp2", ("h100-sxm", 8, 2, 8)), ("8xh100-sxm-pp2-pp2", None),
+                                         ("h100-sxm", None),
                                          ("x4h100", None)])
 def test_group_names(name, parsed):
     assert parse_group_name(name) == parsed
