@@ -138,3 +138,16 @@ def test_a_draft_with_another_vocabulary_is_a_warning_and_mla_models_name_their_
     same = json.loads(run("estimate", "--target", "qwen2.5-72b", "--draft", "qwen2.5-0.5b", "--verify-device",
                           "4xh100-sxm", "--draft-tp", "1", "--acceptance", "0.7", "--tree", "chain:3", "--json").stdout)
     assert not any("vocabularies" in w for w in same["warnings"])  # 152,064 and 151,936 rows: one vocabulary, padded
+
+
+def test_sensitivity_asks_about_any_target_fpga_and_acceptance(run):
+    out = json.loads(run("sensitivity", "--vary", "target", "--gpu", "8xh200", "--values", "deepseek-v3,qwen3-235b-a22b",
+                         "--acceptance", "0.7", "--rounds", "200", "--json").stdout)
+    assert out["infeasible"] == {}  # DeepSeek-V3 keeps its FP8 weights (85 GB per H200), not the preset's float16
+    assert all(v is not None for v in out["speedup"]["dfvg"])
+    two = run("sensitivity", "--vary", "batch", "--pair", "qwen3-30b-a3b/qwen3-0.6b", "--gpu", "h100-sxm", "--fpga",
+              "2xv80", "--acceptance", "0.8", "--values", "1,4", "--rounds", "200", "--json")
+    assert two.exit_code == 0, two.output
+    both = run("sensitivity", "--vary", "acceptance", "--acceptance", "0.8")
+    assert both.exit_code == 2
+    one_line_error(both, "--vary acceptance sweeps the acceptance itself")

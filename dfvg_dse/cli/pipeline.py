@@ -236,7 +236,8 @@ def estimate_cmd(ctx, target, draft, draft_device, draft_tp, draft_pp, draft_ep,
 def _setup(ctx, target, draft, gpu, fpga, cpu, second_gpu, fpga_link, cpu_link, gpu_link, acceptance_spec, batch,
            context, target_dtype=None, draft_dtype=None) -> Setup:
     catalog = catalog_of(ctx)
-    target_model = catalog.model(target).with_dtypes(target_dtype, target_dtype)
+    target_model = catalog.model(target)
+    target_model = target_model.served_in(None, target_dtype) if target_dtype else target_model
     devices = {k: catalog.device(v) for k, v in (("gpu", gpu), ("fpga", fpga), ("cpu", cpu))}
     for kind, device in devices.items():
         if device.kind != kind:
@@ -375,11 +376,15 @@ _VALUE_RANGES = {"link-latency": (0.0, 1e7, "give latencies in us, 0 to 1e7"),
 @click.option("--values", help="Comma-separated values [default: a range suited to --vary].")
 @click.option("--gpu", help="Verifier GPU [default: the preset's].")
 @parallel_options("verify", "--gpu")
+@click.option("--fpga", help="The FPGA drafter, or FPGAs side by side: 2xv80 [default: the preset's].")
+@click.option("--acceptance", "acceptance_spec",
+              help="Acceptance SPEC for every value [default: the pair's profile]; not with --vary acceptance.")
 @click.option("--rounds", type=click.IntRange(100, 10**6), default=2000, show_default=True)
 @click.option("--plot", type=click.Path(dir_okay=False), help="Write the plot (PNG/SVG/PDF by extension).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.pass_context
-def sensitivity_cmd(ctx, vary, preset, pair, values, gpu, verify_tp, verify_pp, verify_ep, rounds, plot, as_json):
+def sensitivity_cmd(ctx, vary, preset, pair, values, gpu, verify_tp, verify_pp, verify_ep, fpga, acceptance_spec, rounds,
+                    plot, as_json):
     """Speedup of dfvg, amusd, specinfer and sps as one factor varies, and where the FPGA split stops paying."""
     path_of_plot = check_plot_path(plot) if plot else None  # before the work, not after it
     p = PRESETS[preset]
@@ -388,8 +393,12 @@ def sensitivity_cmd(ctx, vary, preset, pair, values, gpu, verify_tp, verify_pp, 
         raise InputError(f"--pair {pair!r}: expected TARGET/DRAFT, e.g. qwen3-8b/qwen3-0.6b")
     gpu = catalog_of(ctx).device(gpu or p["gpu"], verify_tp, verify_pp, verify_ep, degrees_given=bool(
         given_options(ctx, ["verify_tp", "verify_pp", "verify_ep"]))).name
-    setup = _setup(ctx, target, draft, gpu, p["fpga"], p["cpu"], None, p["fpga_link"], p["cpu_link"],
-                   p["gpu_link"], None, p["batch"], p["context"], p["target_dtype"], p["draft_dtype"])
+    if acceptance_spec and vary == "acceptance":
+        raise InputError("--acceptance: --vary acceptance sweeps the acceptance itself; give --values instead")
+    fpga = fpga or p["fpga"]
+    setup = _setup(ctx, target, draft, gpu, fpga, p["cpu"], None, p["fpga_link"] if fpga == p["fpga"] else None,
+                   p["cpu_link"], p["gpu_link"], acceptance_spec, p["batch"], p["context"], p["target_dtype"],
+                   p["draft_dtype"])
     defaults = {"link-latency": "1,3,10,30,100,300,1000,3000", "acceptance": "0.5,0.6,0.7,0.75,0.8,0.85,0.9,0.95",
                 "target": "llama-3.2-1b,qwen3-1.7b,qwen3-4b,qwen3-8b,qwen3-14b,qwen3-32b,llama-3.1-70b",
                 "batch": "1,2,4,8,16,32,64"}
@@ -397,7 +406,7 @@ def sensitivity_cmd(ctx, vary, preset, pair, values, gpu, verify_tp, verify_pp, 
     models = None
     if vary == "target":
         catalog = catalog_of(ctx)
-        models = {name: catalog.model(name).with_dtypes(p["target_dtype"], p["target_dtype"]) for name in raw}
+        models = {name: catalog.model(name).served_in(None, p["target_dtype"]) for name in raw}
         xs = raw
     else:
         try:
@@ -411,7 +420,7 @@ def sensitivity_cmd(ctx, vary, preset, pair, values, gpu, verify_tp, verify_pp, 
             raise InputError(f"--values: {bad[0]:.6g} is out of range for --vary {vary}; {what}")
     result = sweep(setup, vary, xs, models, rounds)
     if plot:
-        title = f"{pair} on {gpu} + {p['fpga']}: speedup vs {result.x_label}"
+        title = f"{pair} on {gpu} + {fpga}: speedup vs {result.x_label}"
         write_plot(path_of_plot, lambda tmp: plot_sweep(result, tmp, title))
     if as_json:
         emit_json(result._asdict())
