@@ -224,6 +224,8 @@ def model_spec_from_hf_config(path: Path | str, config: dict, name: str, display
         fields["moe"] = _moe(path, config, family)
     dtype = _dtype(path, config)
     weight_dtype = "fp8" if _fp8_weights(path, config) else dtype
+    if weight_dtype != dtype:  # the quantised checkpoint keeps its embedding and LM head in the config's dtype
+        fields["head_dtype"] = dtype
     max_positions = _int(path, config, "max_position_embeddings")
     if family != "opt" and family not in OWN_FAMILY_READERS:  # so that `models import` refuses what the reference engine could not run
         rope_spec_from_hf_config(path, config, fields["head_dim"], max_positions)

@@ -12,7 +12,7 @@ from dfvg_dse.costs.fpga_draft import fpga_forward_cost
 from dfvg_dse.costs.parallel import shard_model
 from dfvg_dse.costs.processor import processor_forward_cost
 from dfvg_dse.costs.roofline import ForwardCost
-from dfvg_dse.costs.work import param_counts, weight_bytes
+from dfvg_dse.costs.work import stored_weight_bytes
 from dfvg_dse.specs import DeviceSpec, ModelSpec
 
 
@@ -32,7 +32,7 @@ def compute_dtype_warnings(model: ModelSpec, device: DeviceSpec) -> list[str]:
                      f"({model.weight_bytes_per_param:g} B per weight streamed, compute as {peak.dtype})")
     if model.mla is not None and device.engine is not None:  # docs/cost-model.md, "Not an anchor yet"
         lines.append(f"{model.name}'s multi-head latent attention and 256-expert layers run kernels the engine "
-                     f"profiles were not fitted on: SGLang's published batch-1 decode of DeepSeek-V3 on 8 GPUs is 3.9x "
+                     f"profiles were not fitted on: SGLang's published batch-1 decode of DeepSeek-V3 on 8 GPUs is 3.8x "
                      f"slower than this model prices it (docs/cost-model.md)")
     if device.parallel is not None and device.parallel.expert > 1 and model.moe is None:
         lines.append(f"{device.name}: {model.name} is dense, so expert parallelism does not apply: priced tensor "
@@ -80,8 +80,7 @@ def memory_fit(model: ModelSpec, device: DeviceSpec, context_tokens, batch=1) ->
         if device.kind == "gpu":
             model = shard_model(model, group.tensor, group.pipeline, group.expert)
         capacity = group.unit.memory_capacity_bytes
-    counts = param_counts(model)
-    weights = float(weight_bytes(model, counts.total, counts.routed))
+    weights = stored_weight_bytes(model)
     cached = model.attended_context(np.asarray(context_tokens, dtype=float))  # a rolling buffer under a window
     kv = np.asarray(batch, dtype=float) * cached * model.kv_bytes_per_token
     required = weights + kv

@@ -16,6 +16,7 @@ import numpy as np
 
 from dfvg_dse.costs.moe import expected_busiest_rank_experts
 from dfvg_dse.specs import ModelSpec
+from dfvg_dse.units import DTYPE_BYTES
 
 
 class ParamCounts(NamedTuple):
@@ -123,14 +124,24 @@ def _mtp_module(model: ModelSpec, layers_all: int) -> int:
     return 2 * model.vocab_size * d + 2 * d + 2 * d * d + last_layer + d
 
 
-def weight_bytes(model: ModelSpec, params, expert_params=0.0):
+def weight_bytes(model: ModelSpec, params, expert_params=0.0, table_params=0.0):
     """Bytes of `params` weights of which `expert_params` are routed experts, stored at their own
-    width when the experts are quantised apart (gpt-oss's MXFP4), else at the model's."""
+    width when the experts are quantised apart (gpt-oss's MXFP4), and `table_params` the embedding
+    and LM head, stored at `head_dtype` when the checkpoint keeps them apart (DeepSeek-V3's FP8
+    checkpoint: bf16); the rest at the model's width."""
     bits = model.moe.expert_bits if model.moe is not None else 0.0
-    if not bits:
-        return np.asarray(params, dtype=float) * model.weight_bytes_per_param
-    experts = np.asarray(expert_params, dtype=float)
-    return (np.asarray(params, dtype=float) - experts) * model.weight_bytes_per_param + experts * bits / 8.0
+    experts = np.asarray(expert_params, dtype=float) if bits else 0.0
+    tables = np.asarray(table_params, dtype=float) if model.head_dtype else 0.0
+    rest = np.asarray(params, dtype=float) - experts - tables
+    return (rest * model.weight_bytes_per_param + experts * bits / 8.0
+            + tables * (DTYPE_BYTES[model.head_dtype] if model.head_dtype else 0.0))
+
+
+def stored_weight_bytes(model: ModelSpec) -> float:
+    """Bytes of every stored weight (what memory must hold): the checkpoint's tensors at their widths."""
+    counts = param_counts(model)
+    tables = counts.embedding + (0 if model.tied_embeddings else counts.head)
+    return float(weight_bytes(model, counts.total, counts.routed, tables))
 
 
 def streamed_weight_bytes(model: ModelSpec, routed_tokens) -> np.ndarray:
@@ -139,9 +150,9 @@ def streamed_weight_bytes(model: ModelSpec, routed_tokens) -> np.ndarray:
     touch (on the busiest GPU, under expert parallelism)."""
     counts = param_counts(model)
     if model.moe is None:
-        return np.full(np.shape(routed_tokens), float(counts.read_per_forward * model.weight_bytes_per_param))
+        return np.full(np.shape(routed_tokens), float(weight_bytes(model, counts.read_per_forward, 0.0, counts.head)))
     experts = model.moe_layers * expected_busiest_rank_experts(model.moe, routed_tokens) * counts.expert
-    return weight_bytes(model, float(counts.read_per_forward - counts.routed) + experts, experts)
+    return weight_bytes(model, float(counts.read_per_forward - counts.routed) + experts, experts, counts.head)
 
 
 def chain_tree_pairs(n_tokens: np.ndarray) -> np.ndarray:

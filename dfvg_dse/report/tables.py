@@ -13,7 +13,7 @@ import numpy as np
 from dfvg_dse.acceptance import acceptance_warnings, expected_tokens
 from dfvg_dse.costs import compute_dtype_warnings, device_forward_cost, knee_tokens, memory_fit, param_counts
 from dfvg_dse.costs.processor import engine_rates
-from dfvg_dse.costs.work import weight_bytes
+from dfvg_dse.costs.work import stored_weight_bytes, weight_bytes
 from dfvg_dse.specs.parallel import unit_of
 from dfvg_dse.pipeline.pareto import pareto_mask
 from dfvg_dse.specs import DeviceSpec, LinkSpec, ModelSpec
@@ -111,7 +111,7 @@ def model_record(entry) -> dict:
         "params": counts.total,
         # Model-card convention (Qwen, Kaplan et al.): neither the embedding nor the LM head counts.
         "params_non_embedding": counts.total - counts.embedding - (0 if entry.spec.tied_embeddings else counts.head),
-        "weight_bytes": float(weight_bytes(entry.spec, counts.total, counts.routed)),
+        "weight_bytes": stored_weight_bytes(entry.spec),
         "kv_bytes_per_token": entry.spec.kv_bytes_per_token,
         "spec": dataclasses.asdict(entry.spec),
     }
@@ -128,7 +128,7 @@ def weight_stream_bandwidth_bytes_per_s(model: ModelSpec, device: DeviceSpec) ->
     """Achieved bandwidth the weights stream at: on-chip SRAM when an FPGA holds them, else main memory."""
     if device.fpga is not None:
         counts = param_counts(model)
-        weights = float(weight_bytes(model, counts.read_per_forward, counts.routed))
+        weights = float(weight_bytes(model, counts.read_per_forward, counts.routed, counts.head))
         if weights <= device.fpga.sram_bytes:
             return device.fpga.sram_bandwidth_bytes_per_s * device.fpga.sram_efficiency
     return device.main_memory.achieved_bandwidth_bytes_per_s
@@ -157,7 +157,7 @@ def cost_records(model: ModelSpec, device: DeviceSpec, tokens, contexts, batches
         peak = one.peak_for(model.compute_dtype) * one.eta_compute
         bandwidth = weight_stream_bandwidth_bytes_per_s(model, one)
     counts = param_counts(model)
-    knee = knee_tokens(peak, bandwidth, float(weight_bytes(model, counts.total, counts.routed)) / counts.total)
+    knee = knee_tokens(peak, bandwidth, stored_weight_bytes(model) / counts.total)
     fallback = compute_dtype_warnings(model, device)  # the device lacks the dtype's peak: which rate is used
     for start in range(0, len(n_all), COST_CHUNK_POINTS):
         n, c, b = (x[start:start + COST_CHUNK_POINTS] for x in (n_all, c_all, b_all))

@@ -143,6 +143,9 @@ class ModelSpec:
     attention_sinks: bool = False  # gpt-oss: one learned logit per head in every softmax
     # DeepSeek-V3's multi-token-prediction modules: counted apart (ParamCounts.mtp), never in a forward
     mtp_layers: int = 0
+    # dtype of the embedding table and LM head when the checkpoint stores them apart from the other
+    # weights ("": the weight dtype; DeepSeek-V3's FP8 checkpoint keeps them bf16)
+    head_dtype: str = ""
 
     def __post_init__(self) -> None:
         _require_choice(self, "family", FAMILIES)
@@ -170,6 +173,8 @@ class ModelSpec:
                 raise SpecError(name, getattr(self, name), "must be an integer >= 0")
         _require_choice(self, "norm", NORMS)
         _require_choice(self, "weight_dtype", list(DTYPE_BYTES))
+        if self.head_dtype:
+            _require_choice(self, "head_dtype", list(DTYPE_BYTES))
         _require_choice(self, "kv_dtype", list(DTYPE_BYTES))
         if isinstance(self.weight_group_size, bool) or not isinstance(self.weight_group_size, int) \
                 or self.weight_group_size < 0 or self.weight_group_size == 1:
@@ -232,11 +237,13 @@ class ModelSpec:
     def with_dtypes(self, weight_dtype: str | None = None, kv_dtype: str | None = None) -> ModelSpec:
         """The same model stored in other dtypes (quantised weights, a smaller KV cache); another weight
         dtype applies to every weight, experts stored apart (gpt-oss's MXFP4) included."""
-        moe = self.moe
-        if moe is not None and moe.expert_bits and weight_dtype and weight_dtype != self.weight_dtype:
-            moe = dataclasses.replace(moe, expert_bits=0.0)
+        moe, head = self.moe, self.head_dtype
+        if weight_dtype and weight_dtype != self.weight_dtype:
+            head = ""
+            if moe is not None and moe.expert_bits:
+                moe = dataclasses.replace(moe, expert_bits=0.0)
         return dataclasses.replace(self, weight_dtype=weight_dtype or self.weight_dtype,
-                                   kv_dtype=kv_dtype or self.kv_dtype, moe=moe)
+                                   kv_dtype=kv_dtype or self.kv_dtype, moe=moe, head_dtype=head)
 
     @property
     def moe_layers(self) -> int:

@@ -183,7 +183,7 @@ def test_deepseek_v3_fits_8_h200_in_fp8_and_8_h100_only_just(catalog):
     assert model.weight_dtype == "fp8"  # quantization_config: quant_method fp8
     assert memory_fit(model, catalog.device("8xh200"), 4096).fits
     assert not memory_fit(model, catalog.device("4xh200"), 4096).fits
-    h100 = memory_fit(model, catalog.device("8xh100-sxm"), 4096)  # 671 GB over 8 x 80 GiB: no room to serve
+    h100 = memory_fit(model, catalog.device("8xh100-sxm"), 4096)  # 673 GB over 8 x 80 GiB: no room to serve
     assert h100.fits and float(h100.required_bytes) / h100.capacity_bytes > 0.98
 
 
@@ -194,3 +194,12 @@ def test_another_weight_dtype_applies_to_experts_stored_apart(catalog):
     assert fp32.moe.expert_bits == 0
     assert memory_fit(fp32, catalog.device("h100-sxm"), 0).weight_bytes == pytest.approx(counts.total * 4)
     assert model.with_dtypes(kv_dtype="fp8").moe.expert_bits == 4.25  # the KV cache alone changes nothing else
+
+
+def test_deepseek_v3_keeps_its_embedding_and_head_in_bf16_beside_fp8_weights(catalog):
+    model = catalog.model("deepseek-v3")
+    counts = param_counts(model)
+    tables = counts.embedding + counts.head  # 2 x 129,280 x 7,168, untied
+    stored = memory_fit(model, catalog.device("h200"), 0).weight_bytes
+    assert model.head_dtype == "bfloat16" and stored == pytest.approx((counts.total - tables) * 1 + tables * 2)
+    assert model.with_dtypes("bfloat16").head_dtype == ""  # another weight dtype applies to every weight
