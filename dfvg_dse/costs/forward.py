@@ -9,7 +9,7 @@ from typing import NamedTuple
 import numpy as np
 
 from dfvg_dse.costs.fpga_draft import fpga_forward_cost
-from dfvg_dse.costs.parallel import shard_model
+from dfvg_dse.costs.parallel import group_shard
 from dfvg_dse.costs.processor import processor_forward_cost
 from dfvg_dse.costs.roofline import ForwardCost
 from dfvg_dse.costs.work import stored_weight_bytes
@@ -78,7 +78,7 @@ def memory_fit(model: ModelSpec, device: DeviceSpec, context_tokens, batch=1) ->
     if device.parallel is not None:  # FPGAs side by side each hold the whole draft
         group = device.parallel
         if device.kind == "gpu":
-            model = shard_model(model, group.tensor, group.pipeline, group.expert)
+            model = group_shard(model, device)
         capacity = group.unit.memory_capacity_bytes
     weights = stored_weight_bytes(model)
     cached = model.attended_context(np.asarray(context_tokens, dtype=float))  # a rolling buffer under a window

@@ -37,7 +37,7 @@ import math
 import numpy as np
 
 from dfvg_dse.costs.link import link_time
-from dfvg_dse.specs import LinkSpec, ModelSpec, SpecError
+from dfvg_dse.specs import InputError, LinkSpec, ModelSpec, SpecError
 from dfvg_dse.specs.parallel import ParallelGroup
 
 ACTIVATION_BYTES = 2.0  # hidden states and logits travel in 16 bits (fp16/bf16), fp8 weights included
@@ -92,6 +92,16 @@ def shard_model(model: ModelSpec, tensor: int, pipeline: int = 1, expert: int = 
                                n_heads=heads, n_kv_heads=kv_heads, d_ffn=d_ffn,
                                vocab_size=math.ceil(model.vocab_size / tensor), moe=moe, sliding_layers=sliding,
                                sliding_window=window, mtp_layers=min(model.mtp_layers, stage))
+
+
+def group_shard(model: ModelSpec, device, stages: bool = True) -> ModelSpec:
+    """The shard of `model` one GPU of the group `device` holds (its pipeline stage too when `stages`);
+    a degree the model does not divide is one line naming the group."""
+    group = device.parallel
+    try:
+        return shard_model(model, group.tensor, group.pipeline if stages else 1, group.expert)
+    except SpecError as err:
+        raise InputError(f"{device.name}: {err}") from None
 
 
 def collective_time_s(link: LinkSpec, n_bytes, ranks: int, all_reduce: bool = True):

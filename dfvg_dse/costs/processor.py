@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dfvg_dse.costs.parallel import communication_time_s, shard_model
+from dfvg_dse.costs.parallel import communication_time_s, group_shard
 from dfvg_dse.costs.roofline import (COMPUTE, MEMORY, OVERHEAD, ForwardCost, RooflineTime, forward_cost, roofline_time,
                                      smooth_roofline_time)
 from dfvg_dse.costs.work import ForwardWork, forward_work, param_counts
@@ -76,7 +76,7 @@ def processor_forward_cost(model: ModelSpec, device: DeviceSpec, n_tokens, conte
     GPUs: one shard's forward and the group's collectives, costs/parallel.py), in seconds."""
     if device.parallel is not None:
         group = device.parallel
-        shard = processor_forward_cost(shard_model(model, group.tensor, 1, group.expert), unit_of(device), n_tokens, context_tokens,
+        shard = processor_forward_cost(group_shard(model, device, stages=False), unit_of(device), n_tokens, context_tokens,
                                        batch, tree_pairs, attention_efficiency)
         fixed = (device.engine.forward_overhead_s if device.engine is not None else group.unit.forward_overhead_s)
         return shard.with_communication(communication_time_s(model, group, n_tokens, batch)
