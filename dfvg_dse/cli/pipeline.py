@@ -252,8 +252,8 @@ def _setup(ctx, target, draft, gpu, fpga, cpu, second_gpu, fpga_link, cpu_link, 
                                                                            ("gpu", gpu_link, "gpu"))}
     return Setup(target_model, _draft_model(catalog, draft, draft_dtype, target_model),
                  catalog.acceptance(acceptance_spec) if acceptance_spec else catalog.pair_profile(
-                     target, draft, "" if "acceptance_spec" in ctx.params else
-                     "choose a --pair that has one (see 'dfvg-dse acceptance list')"),
+                     target, draft, "" if "pair" not in ctx.params else
+                     "choose a --pair that has one (see 'dfvg-dse acceptance list') or pass --acceptance SPEC"),
                  devices["gpu"], devices["fpga"],
                  devices["cpu"], links["fpga"], links["cpu"], links["gpu"],
                  second, batch, context,
