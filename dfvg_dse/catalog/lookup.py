@@ -41,7 +41,8 @@ from dfvg_dse.specs.hardware import shorten
 from dfvg_dse.specs.deploy import EngineSupport, version_key
 from dfvg_dse.specs.engines import EngineProfile
 from dfvg_dse.specs.measurements import MeasurementSource
-from dfvg_dse.specs.parallel import colocated_draft_device, group_device, group_name, parse_group_name
+from dfvg_dse.specs.parallel import (colocated_draft_device, group_device, group_name, implied_tensor,
+                                     parse_group_name)
 from dfvg_dse.specs.hardware import show_value as shown
 
 ENV_DIRS = {"models": "DFVG_DSE_MODELS_DIR", "hwdb": "DFVG_DSE_HWDB_DIR"}
@@ -262,8 +263,7 @@ class Catalog:
             if degrees_given or (tensor, pipeline, expert) != (1, 1, 1):
                 raise InputError(f"device {name} is already a group; give its unit ({group[0]}) with the degrees")
             name, tensor, pipeline, expert = group
-        if tensor == 1 and expert > 1:
-            tensor = expert
+        tensor = implied_tensor(tensor, expert)
         if (tensor, pipeline) != (1, 1):
             unit = self.device(name)
             link = self.link(unit.peer_link) if unit.peer_link else None

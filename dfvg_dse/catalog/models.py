@@ -108,18 +108,11 @@ def _opt_fields(path, config: dict, hidden: int, heads: int) -> dict:
 MXFP4_BITS = 4.0 + 8.0 / 32.0
 
 
-def _quantised_experts_bits(path, config: dict) -> float:
-    """Bits per expert weight a config's quantization_config stores them at (0: the dtype's)."""
+def _quant_method(config: dict) -> str | None:
+    """quantization_config.quant_method: "fp8" (DeepSeek-V3's linear weights in e4m3, one scale per
+    128 x 128 block), "mxfp4" (gpt-oss's experts) or another method, which is not read."""
     quant = config.get("quantization_config")
-    if not isinstance(quant, dict) or quant.get("quant_method") != "mxfp4":
-        return 0.0
-    return MXFP4_BITS
-
-
-def _fp8_weights(path, config: dict) -> bool:
-    """DeepSeek-V3's checkpoint stores its linear weights in FP8 (e4m3, one scale per 128 x 128 block)."""
-    quant = config.get("quantization_config")
-    return isinstance(quant, dict) and quant.get("quant_method") == "fp8"
+    return quant.get("quant_method") if isinstance(quant, dict) else None
 
 
 def _deepseek_v3_fields(path, config: dict, hidden: int, heads: int) -> dict:
@@ -154,7 +147,7 @@ def _gpt_oss_fields(path, config: dict, hidden: int, heads: int) -> dict:
     if not isinstance(kinds, list) or len(kinds) != layers or set(kinds) - {"sliding_attention", "full_attention"}:
         raise DataError(path, "config.layer_types", kinds, f"must list {layers} of sliding_attention, full_attention")
     sliding = kinds.count("sliding_attention")
-    moe = _moe(path, config, "gpt_oss", router_bias=True, expert_bits=_quantised_experts_bits(path, config))
+    moe = _moe(path, config, "gpt_oss", router_bias=True, expert_bits=MXFP4_BITS if _quant_method(config) == "mxfp4" else 0.0)
     return dict(d_ffn=moe.d_expert, n_kv_heads=_int(path, config, "num_key_value_heads", 8),
                 head_dim=_int(path, config, "head_dim", 64), tied_embeddings=_bool(path, config, "tie_word_embeddings", False),
                 qkv_bias=_bool(path, config, "attention_bias", True), o_bias=_bool(path, config, "attention_bias", True),
@@ -223,7 +216,7 @@ def model_spec_from_hf_config(path: Path | str, config: dict, name: str, display
     if family in MOE_FAMILIES and "moe" not in fields:
         fields["moe"] = _moe(path, config, family)
     dtype = _dtype(path, config)
-    weight_dtype = "fp8" if _fp8_weights(path, config) else dtype
+    weight_dtype = "fp8" if _quant_method(config) == "fp8" else dtype
     if weight_dtype != dtype:  # the quantised checkpoint keeps its embedding and LM head in the config's dtype
         fields["head_dtype"] = dtype
     max_positions = _int(path, config, "max_position_embeddings")

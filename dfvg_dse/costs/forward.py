@@ -22,7 +22,8 @@ def compute_dtype_warnings(model: ModelSpec, device: DeviceSpec) -> list[str]:
     Weight-only practice (A100 with fp8 weights): bytes are those of the stored dtype, compute runs
     at the fallback's rate. The line names the device, the dtype asked for and the rate used. Under
     an engine profile, one line more each when its kernels for these weights are another class's and
-    when it has no scales for the device's class (a family no published row measured: B200, MI300X).
+    when it has no scales for the device's class (a family no published row measured: B200, MI300X);
+    and the caveats of the group and model: a dense model on an expert-parallel group, MLA's known gap.
     """
     peak = device.compute_peak(model.compute_dtype)
     lines = []

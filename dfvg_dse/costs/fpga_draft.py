@@ -10,8 +10,9 @@
 - On-chip SRAM and off-chip memory are separate ports, so their transfer times overlap.
 - Several FPGAs (`2xv80`) each hold the whole draft and the KV of the shared context, and take
   1/N of a forward's tokens (a tree level's branches, the batch's sequences): the forward lasts as
-  long as the busiest FPGA's share, ceil(b n / N) whole tokens (a one-token step is no faster). The accepted tokens' draft KV, which the other
-  FPGAs lack, is recomputed nowhere and sent nowhere here (a few kB per token per round).
+  long as the busiest FPGA's share, ceil(b n / N) whole tokens (a one-token step is no faster). The
+  accepted tokens' draft KV, which the other FPGAs lack, is recomputed nowhere and sent nowhere here
+  (a few kB per token per round).
 """
 
 from __future__ import annotations

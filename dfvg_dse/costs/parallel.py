@@ -84,10 +84,7 @@ def shard_model(model: ModelSpec, tensor: int, pipeline: int = 1, expert: int = 
     d_ffn = _split(model.d_ffn, tensor, "FFN width", model) if dense_ffn else model.d_ffn  # unused when all are MoE
     # windowed layers spread evenly (gpt-oss alternates): the stage's share, rounded towards full attention
     sliding = model.sliding_layers * stage // model.n_layers
-    if model.sliding_layers and sliding == 0:
-        sliding, window = 0, 0  # a stage of full-attention layers only
-    else:
-        window = model.sliding_window
+    window = 0 if model.sliding_layers and not sliding else model.sliding_window  # 0: full attention only
     return dataclasses.replace(model, name=f"{model.name}-shard", n_layers=stage,
                                n_heads=heads, n_kv_heads=kv_heads, d_ffn=d_ffn,
                                vocab_size=math.ceil(model.vocab_size / tensor), moe=moe, sliding_layers=sliding,

@@ -63,10 +63,15 @@ class ParallelGroup:
         return self.tensor * self.pipeline
 
 
+def implied_tensor(tensor: int, expert: int) -> int:
+    """The tensor degree: an expert degree alone implies the same one (experts spread over TP GPUs)."""
+    return expert if tensor == 1 else tensor
+
+
 def group_name(unit: str, tensor: int = 1, pipeline: int = 1, expert: int = 1) -> str:
     """`4xh100-sxm` (tensor parallel), `8xh100-sxm-pp2` (TP 4 x PP 2), `4xh100-sxm-ep4` (TP 4, experts
     over the 4); the unit's own name at 1 x 1. An expert degree alone implies the same tensor degree."""
-    tensor = expert if tensor == 1 else tensor
+    tensor = implied_tensor(tensor, expert)
     if (tensor, pipeline) == (1, 1):
         return unit
     return (f"{tensor * pipeline}x{unit}" + (f"-pp{pipeline}" if pipeline > 1 else "")
