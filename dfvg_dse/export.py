@@ -20,6 +20,7 @@ import pandas as pd
 from dfvg_dse.files import PLOT_SUFFIXES, atomic_write, check_plot_path, remove_temporaries, write_plot  # noqa: F401
 from dfvg_dse.report.tables import json_safe
 from dfvg_dse.specs import InputError, SpecError
+from dfvg_dse.specs.objectives import COSTS, DEFAULT_COST, SPEED
 from dfvg_dse.tree.shapes import from_parents
 
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -225,7 +226,31 @@ def read_manifest(path: Path) -> dict:
     for table in MANIFEST_TABLES:
         if table in manifest and not isinstance(manifest[table], dict):
             raise InputError(f"{manifest_path}: {table} must be an object")
+    cost = manifest.get("space", {}).get("cost", DEFAULT_COST)
+    if cost not in COSTS:
+        raise InputError(f"{manifest_path}: space.cost = {str(cost)[:40]!r}: allowed: {', '.join(COSTS)}")
     return manifest
+
+
+# what a design is expected to achieve, as recommended.json and exports carry it
+EXPECTED_METRICS = ("tokens_per_s", "tokens_per_s_per_sequence", "j_per_token", "usd_per_mtoken", "speedup_vs_ar",
+                    "energy_efficiency_vs_ar", "round_time_s", "expected_tokens_per_round", "draft_time_s",
+                    "verify_time_s", "link_time_s")
+
+
+def expected_metrics(row) -> dict:
+    """A trial row's EXPECTED_METRICS that it holds as numbers ($/Mtoken only where priced)."""
+    out = {}
+    for key in EXPECTED_METRICS:
+        value = row.get(key) if hasattr(row, "get") else None
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            out[key] = float(value)
+    return out
+
+
+def run_cost(manifest: dict) -> str:
+    """The cost objective a run minimised (runs made before --objectives minimised energy)."""
+    return manifest.get("space", {}).get("cost", DEFAULT_COST)
 
 
 def row_tree(table: Path, row) -> tuple[list, list]:
@@ -294,20 +319,21 @@ def read_run(path: Path, sweeps: bool = False, command: str = "export") -> tuple
     except (OSError, ValueError, RecursionError) as err:
         raise InputError(f"{table}: cannot read: {str(err).splitlines()[0] if str(err) else type(err).__name__}") \
             from None
-    needed = {"tokens_per_s_per_sequence", "j_per_token", "feasible", "draft_device", "verify_device", "schedule"}
+    objectives = (SPEED, run_cost(manifest))
+    needed = {*objectives, "feasible", "draft_device", "verify_device", "schedule"}
     if manifest.get("kind") != "sweep":
         needed.add("trial")
     if not needed <= set(frame.columns):
         raise InputError(f"{table}: missing columns {', '.join(sorted(needed - set(frame.columns)))}")
-    _check_table(table, frame)
+    _check_table(table, frame, objectives)
     return manifest, frame
 
 
-def _check_table(table: Path, frame: pd.DataFrame) -> None:
+def _check_table(table: Path, frame: pd.DataFrame, objectives: tuple[str, str]) -> None:
     """The columns pareto and export compute with: typed, and finite where a design is feasible."""
     if frame["feasible"].dtype != bool:
         raise InputError(f"{table}: column feasible must hold True or False in every row")
-    for column in ("tokens_per_s_per_sequence", "j_per_token"):
+    for column in objectives:
         if not pd.api.types.is_numeric_dtype(frame[column]):
             raise InputError(f"{table}: column {column} must hold numbers in every row")
         bad = frame.index[frame["feasible"] & ~frame[column].map(math.isfinite)]

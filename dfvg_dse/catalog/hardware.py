@@ -9,7 +9,7 @@ from pathlib import Path
 
 from dfvg_dse import units
 from dfvg_dse.catalog._io import HwEntry, Quantity, check_provenance, parse_quantity, read_string
-from dfvg_dse.catalog.errors import _MISSING, SHOWN_NAMES, CatalogError, DataError
+from dfvg_dse.catalog.errors import _MISSING, CatalogError, DataError
 from dfvg_dse.specs import (MEMORY_TIERS, CalibrationDefaults, DeviceSpec, FpgaFabric, LinkSpec, MemoryTier,
                             SpecError)
 
@@ -109,6 +109,9 @@ def check_plausible(path: Path, kind: str, field: str, quantity: Quantity) -> No
                            "(docs/data-format.md, 'Plausible ranges')")
 
 
+FIELDS_SHOWN = 5  # field names an unknown field's one-line error lists
+
+
 def _check_header(path: Path, data: dict, kind: str) -> None:
     if data.get("kind") != kind:
         raise DataError(path, "kind", data.get("kind", _MISSING), f"must be '{kind}' for a file under {kind}/")
@@ -119,9 +122,10 @@ def _check_header(path: Path, data: dict, kind: str) -> None:
     for field in data:
         if field not in allowed:
             close = difflib.get_close_matches(field, sorted(allowed), n=1)
-            names = sorted(allowed)  # a kind has up to 25 fields: all of them would not fit one line
+            names = sorted(allowed)  # a kind has up to 28 fields: all of them would not fit one line, and the
+            # line already holds the path, the field and its value (each up to 60 characters): a few names
             shown = (f"did you mean '{close[0]}'? ({len(names)} fields allowed" if close else
-                     f"allowed: {', '.join(names[:SHOWN_NAMES])}, ... ({len(names)} in all")
+                     f"allowed: {', '.join(names[:FIELDS_SHOWN])}, ... ({len(names)} in all")
             raise DataError(path, field, data[field], f"unknown field; {shown}, docs/data-format.md)")
 
 

@@ -22,7 +22,7 @@ cli.lazy_commands = {
     "pareto": ("search", "Redraw a finished run's Pareto plots (pareto.png, pareto.svg) from its trials.csv."),
     "reference": ("reference", "The reference decoder: a small numpy model that really drafts and verifies."),
     "search": ("search",
-               "Multi-objective search (tokens/s up, J/token down) over trees, schedules, batch and hardware."),
+               "Multi-objective search (tokens/s up, J/token or $/Mtoken down) over trees, schedules, batch and hardware."),
     "sensitivity": ("pipeline",
                     "Speedup of dfvg, amusd, specinfer and sps as one factor varies, and where the FPGA split stops paying."),
     "sweep": ("search", "Evaluate the whole space on its grid (vectorised) and write the exact Pareto front."),

@@ -9,13 +9,13 @@ import click
 
 from dfvg_dse import export
 from dfvg_dse.cli._base import catalog_of, cli, emit_json, emit_table
-from dfvg_dse.cli.search import _space
+from dfvg_dse.cli.space import search_space
+from dfvg_dse.specs.objectives import PICKS
 from dfvg_dse.pipeline.realise import realise_and_price
 from dfvg_dse.report.engines import FORMATS, engine_config, engine_dtype, realised_record
 from dfvg_dse.specs import InputError, TreeSpec
 from dfvg_dse.specs.deploy import ENGINES
 
-PICKS = ("max-throughput", "min-energy", "knee")
 
 
 def _designs(path: Path, manifest: dict, frame, pick: str | None, trial: int | None) -> list[tuple[str, dict]]:
@@ -27,10 +27,12 @@ def _designs(path: Path, manifest: dict, frame, pick: str | None, trial: int | N
         if not recommended_path.is_file():
             raise InputError(f"{path}: no recommended.json (no feasible design); use --trial N")
         picks = export.read_recommended(recommended_path)
-        names = PICKS if pick == "all" else (pick or "knee",)
+        names = [n for n in PICKS if n in picks] if pick == "all" else (pick or "knee",)
         missing = [n for n in names if picks.get(n) is None]
         if missing:
-            raise InputError(f"{path}: no '{missing[0]}' design recorded")
+            held = ", ".join(n for n in PICKS if n in picks)
+            raise InputError(f"{path}: no '{missing[0]}' design recorded (the run minimised "
+                             f"{export.run_cost(manifest)}; its picks: {held or 'none'})")
         return [(n, picks[n]) for n in names]
     rows = frame[frame["trial"] == trial]
     if rows.empty:
@@ -55,8 +57,7 @@ def _row_design(row, manifest: dict, template: dict, table: Path) -> dict:
               "parents": parents, "ranks": ranks,
               "dynamic": row["family"] == "adapt", "trial": int(row["trial"]),
               "link": manifest.get("space", {}).get("links", {}).get(row["draft_device"])}
-    design["expected"] = {k: float(row[k]) for k in ("tokens_per_s", "tokens_per_s_per_sequence", "j_per_token",
-                                                     "speedup_vs_ar") if k in row}
+    design["expected"] = export.expected_metrics(row)
     return design
 
 
@@ -72,7 +73,7 @@ class _Pricer:
 
     def space(self, cost_profile: str):
         if cost_profile not in self.spaces:
-            self.spaces[cost_profile] = _space(self.ctx, self.request, catalog_of(self.ctx).with_engine(cost_profile))
+            self.spaces[cost_profile] = search_space(self.ctx, self.request, catalog_of(self.ctx).with_engine(cost_profile))
         return self.spaces[cost_profile]
 
 
@@ -172,8 +173,11 @@ def _summary_line(config: dict) -> str:
     searched, realised = config["searched"], config["realised"]
     if not realised["feasible"]:
         return f"realised design infeasible: {realised['reason']}"
+    def usd(block: dict) -> str:
+        return f", ${block['usd_per_mtoken']:.2f}/Mtoken" if block.get("usd_per_mtoken") is not None else ""
     return (f"searched {searched.get('tokens_per_s_per_sequence', float('nan')):.1f} tokens/s per sequence, "
-            f"{searched.get('j_per_token', float('nan')):.3f} J/token; as {config['display_name']} "
+            f"{searched.get('j_per_token', float('nan')):.3f} J/token{usd(searched)}; as {config['display_name']} "
             f"{config['engine_version']} runs it ({realised['family']}, depth {realised['depth']}, batch "
             f"{realised['batch']}, priced by the '{realised['cost_profile']}' profile): "
-            f"{realised['tokens_per_s_per_sequence']:.1f} tokens/s per sequence, {realised['j_per_token']:.3f} J/token")
+            f"{realised['tokens_per_s_per_sequence']:.1f} tokens/s per sequence, {realised['j_per_token']:.3f} J/token"
+            f"{usd(realised)}")

@@ -11,9 +11,9 @@ from pathlib import Path
 import click
 
 from dfvg_dse import __version__, export
-from dfvg_dse.catalog import CatalogError
 from dfvg_dse.catalog.studies import check_study
-from dfvg_dse.cli._base import SEED, catalog_of, cli, emit_json, engine_option
+from dfvg_dse.cli._base import SEED, cli, emit_json, engine_option
+from dfvg_dse.cli.space import DEFAULTS, search_request, search_space, space_summary, unpriced_warnings
 from dfvg_dse.pipeline.grid import FAMILIES, SCHEDULE_CHOICES, SearchSpace
 from dfvg_dse.pipeline.pareto import hypervolume
 from dfvg_dse.report.plots import plot_importance, plot_pareto
@@ -23,95 +23,7 @@ from dfvg_dse.search import study_exists
 from dfvg_dse.search.run import METHODS, Plan, plan_search
 from dfvg_dse.search.studies import JOURNAL
 from dfvg_dse.specs import InputError
-from dfvg_dse.specs.hardware import shorten
-
-DEFAULTS = {"target": "qwen3-8b", "draft": "qwen3-0.6b", "target_dtype": "float16", "draft_dtype": "bfloat16",
-            "verify_devices": ["rtx-4090"], "draft_devices": ["v80", "u280", "rtx-4090", "xeon-silver-4310"]}
-
-
-def _request(ctx, study: str | None, target, draft, acceptance, verify: tuple, drafts: tuple,
-             method: str | None = None) -> dict:
-    """What the user asked for: the study file, checked and typed (Catalog.read_study), and the flags
-    (kept in the manifest for --resume)."""
-    choices = {"families": FAMILIES, "schedules": SCHEDULE_CHOICES}
-    return {"study": catalog_of(ctx).read_study(study, choices) if study else {}, "study_path": study,
-            "target": target, "draft": draft, "acceptance": acceptance, "verify": list(verify), "drafts": list(drafts),
-            "engine": ctx.obj.get("engine"), **({"method": method} if method else {})}
-
-
-def _space(ctx, request: dict, catalog=None) -> tuple[SearchSpace, dict]:
-    """A SearchSpace from the shipped defaults, the checked study document and the flags (flags win);
-    GPUs priced by `catalog`'s engine (default: the command's)."""
-    catalog = catalog or catalog_of(ctx)
-    doc, study = request["study"], request["study_path"] or "study"
-    target, draft, acceptance = request["target"], request["draft"], request["acceptance"]
-    verify, drafts = request["verify"], request["drafts"]
-    models, hardware, space = doc.get("models", {}), doc.get("hardware", {}), doc.get("space", {})
-    chosen = {"target": target or models.get("target", DEFAULTS["target"]),
-              "draft": draft or models.get("draft", DEFAULTS["draft"]),
-              "target_dtype": models.get("target_dtype", DEFAULTS["target_dtype"]),
-              "draft_dtype": models.get("draft_dtype", DEFAULTS["draft_dtype"]),
-              "verify_devices": list(verify) or hardware.get("verify_devices", DEFAULTS["verify_devices"]),
-              "draft_devices": list(drafts) or hardware.get("draft_devices", DEFAULTS["draft_devices"])}
-    chosen["acceptance"] = acceptance or models.get("acceptance", f"pair:{chosen['target']}/{chosen['draft']}")
-
-    def from_study(where: str | None, lookup, *args, **kwargs):
-        """`lookup(*args, **kwargs)`; when the value came from the study file, its error names the file and key."""
-        try:
-            return lookup(*args, **kwargs)
-        except (CatalogError, InputError) as err:
-            if where is None:
-                raise
-            raise CatalogError(f"{study}: {where}: {err}") from None
-
-    def key(table: str, name: str, flag, index: int | None = None) -> str | None:
-        """The study key a chosen value came from, or None (a flag or a default)."""
-        if flag or name not in doc.get(table, {}):
-            return None
-        return f"[{table}] {name}" + (f"[{index}]" if index is not None else "")
-
-    target_model = from_study(key("models", "target", target), catalog.model, chosen["target"]) \
-        .served_in(models.get("target_dtype"), DEFAULTS["target_dtype"])
-    chosen["target_dtype"] = target_model.weight_dtype
-    draft_model = from_study(key("models", "draft", draft), catalog.model, chosen["draft"]) \
-        .with_dtypes(chosen["draft_dtype"], chosen["draft_dtype"])
-    verifiers = tuple(from_study(key("hardware", "verify_devices", verify, i), catalog.device, n)
-                      for i, n in enumerate(chosen["verify_devices"]))
-    drafters = tuple(from_study(key("hardware", "draft_devices", drafts, i), catalog.device, n)
-                     for i, n in enumerate(chosen["draft_devices"]))
-    if any(v.kind == "fpga" for v in verifiers):
-        where = key("hardware", "verify_devices", verify)
-        raise InputError(f"{study + ': ' + where if where else '--verify-device'}: the target verifies on a GPU "
-                         "or CPU, not an FPGA")
-    links = hardware.get("links", {})
-    unused = [name for name in links if name not in chosen["draft_devices"]]
-    if unused and not drafts:  # a typo would leave the device on its host link without a word
-        raise InputError(f"{study}: [hardware] links.{shorten(unused[0])}: not one of the draft devices "
-                         f"({', '.join(chosen['draft_devices'])})")
-    link_specs = []
-    for d in drafters:
-        name = links.get(d.name) or d.host_link
-        if name is None and d.name not in {v.name for v in verifiers}:
-            raise InputError(f"no link for draft device '{d.name}': name one under [hardware] links")
-        if name is not None:
-            where = f"[hardware] links.{d.name}" if d.name in links else None
-            link_specs.append((d.name, from_study(where, catalog.link, name)))
-    defaults = catalog.defaults()
-    given = acceptance or models.get("acceptance")
-    # without an acceptance, the pair's profile: when the study chose the pair, its error names the study
-    chose = [name for name, flag in (("target", target), ("draft", draft)) if key("models", name, flag)]
-    pair_key = f"[models] {' and '.join(chose)}" if chose else None
-    profile = from_study(key("models", "acceptance", acceptance), catalog.acceptance, given) if given \
-        else from_study(pair_key, catalog.pair_profile, chosen["target"], chosen["draft"],
-                        "give acceptance = SPEC under [models] (0.8, a rank vector, pair:NAME or a profile file) "
-                        "or pass --acceptance" if pair_key else "")
-    kwargs = {name: value if name == "context" else tuple(value) for name, value in space.items()}
-    sized = [name for name in ("budgets", "depths") if name in space]  # Sequoia's DP is refused past its size
-    result = from_study(f"[space] {' and '.join(sized)}" if sized else None, SearchSpace, target_model, draft_model,
-                        profile, verifiers, drafters, tuple(link_specs), sync_s=defaults.sync_per_round_s,
-                        record_bytes=defaults.token_record_bytes, **kwargs)
-    return result, chosen
-
+from dfvg_dse.specs.objectives import COSTS, DEFAULT_COST, SPEED_FLAG
 
 def _run_storage(path: Path) -> str:
     """The run folder's own study: a journal file (issue 16: appending a line per trial costs a fifth of
@@ -164,7 +76,7 @@ def _finish_run(path: Path, study, space: SearchSpace, chosen: dict, request: di
     """Every file of the run from its study, the manifest last: until it says finished, readers
     (export, pareto) refuse the folder, so a kill while these are written leaves no mixed run."""
     frame = trials_frame(study)
-    info = pareto_info(frame)
+    info = pareto_info(frame, space.cost)
     for column in ("parents", "ranks"):  # lists as JSON text in the tables
         if column in frame:
             frame[column] = [json.dumps(v) if isinstance(v, list) else v for v in frame[column]]
@@ -185,7 +97,8 @@ def _finish_run(path: Path, study, space: SearchSpace, chosen: dict, request: di
                "pareto_size": len(info.front), "storage": url, "seconds": round(time.time() - started, 3),
                "recommended": {k: {"tokens_per_s": v["expected"]["tokens_per_s"],
                                    "tokens_per_s_per_sequence": v["expected"]["tokens_per_s_per_sequence"],
-                                   "j_per_token": v["expected"]["j_per_token"], "family": v["family"],
+                                   **{k: v["expected"][k] for k in COSTS if k in v["expected"]},
+                                   "family": v["family"],
                                    "schedule": v["schedule"], "draft_device": v["draft_device"],
                                    "verify_device": v["verify_device"], "batch": v["batch"]}
                                for k, v in recommended.items()},
@@ -195,26 +108,16 @@ def _finish_run(path: Path, study, space: SearchSpace, chosen: dict, request: di
         summary["no_feasible_design"] = str(reasons.index[0]) if len(reasons) else "no trial completed"
     if "adapt" not in space.families and recommended and plan.front is not None and plan.front.feasible:
         # the whole grid was evaluated (a small space): how much of its exact front the trials hold
-        reference = (0.0, plan.front.worst_j_per_token * 1.1)
-        found = frame[frame["feasible"]][["tokens_per_s_per_sequence", "j_per_token"]].to_numpy()
+        reference = (0.0, plan.front.worst_cost * 1.1)
+        found = frame[frame["feasible"]][list(space.objectives)].to_numpy()
         summary["hypervolume_fraction"] = hypervolume(found, reference) / hypervolume(plan.front.values, reference) \
             if len(found) else 0.0
     manifest = {"kind": "search", "status": "finished", "version": __version__, "created": created,
                 "finished": datetime.now(timezone.utc).isoformat(), "seed": seed, "sampler": sampler, "storage": url, "inputs": chosen, "request": request,
-                "space": {k: list(v) if isinstance(v, tuple) else v for k, v in _space_summary(space).items()},
+                "space": {k: list(v) if isinstance(v, tuple) else v for k, v in space_summary(space).items()},
                 "git_revision": _git_revision(), "summary": summary}
     export.write_json(path / "manifest.json", manifest)
     return summary
-
-
-def _space_summary(space: SearchSpace) -> dict:
-    return {"families": space.families, "widths": space.widths, "depths": space.depths, "budgets": space.budgets,
-            "thresholds": space.thresholds, "window_ratios": space.window_ratios,
-            "temperatures": space.temperatures, "schedules": space.schedules,
-            "batches": space.batches, "fpga_pe_fractions": space.fpga_pe_fractions,
-            "fpga_clocks_mhz": space.fpga_clocks_mhz, "context": space.context,
-            "verify_devices": [d.name for d in space.verify_devices],
-            "draft_devices": [d.name for d in space.draft_devices], "links": {k: v.name for k, v in space.links}}
 
 
 def _git_revision() -> str | None:
@@ -242,14 +145,22 @@ def _design(row, space: SearchSpace, chosen: dict) -> dict:
     for key in ("width", "budget", "threshold", "window_ratio", "fpga_pe_fraction", "fpga_clock_mhz"):
         if key in row and row[key] == row[key]:  # present and not NaN
             design[key] = row[key].item() if hasattr(row[key], "item") else row[key]
-    design["expected"] = {k: float(row[k]) for k in ("tokens_per_s", "tokens_per_s_per_sequence", "j_per_token",
-                                                     "speedup_vs_ar",
-                                                     "energy_efficiency_vs_ar", "round_time_s",
-                                                     "expected_tokens_per_round", "draft_time_s", "verify_time_s",
-                                                     "link_time_s") if k in row}
+    design["expected"] = export.expected_metrics(row)
     design["assumptions"] = [f"acceptance profile '{space.acceptance.name}' ({space.acceptance.source})",
                              f"context {space.context} tokens", "costs from the hwdb defaults (docs/cost-model.md)"]
     return design
+
+
+def _costs_text(record: dict) -> str:
+    """A design's J/token, and its $/Mtoken where its devices are priced."""
+    usd = f"  ${record['usd_per_mtoken']:.2f}/Mtoken" if record.get("usd_per_mtoken") is not None else ""
+    return f"{record['j_per_token']:7.3f} J/token{usd}"
+
+
+objectives_option = click.option(
+    "--objectives", help=f"The two objectives: {SPEED_FLAG} (per sequence, up) and a cost (down): "
+                         f"{', '.join(f'{SPEED_FLAG},{c}' for c in COSTS)} [default: {SPEED_FLAG},{DEFAULT_COST}]. "
+                         "usd_per_mtoken: designs on a device without a price per hour are infeasible.")
 
 
 @cli.command("search")
@@ -276,24 +187,26 @@ def _design(row, space: SearchSpace, chosen: dict) -> dict:
 @click.option("--storage", help="Optuna RDB URL shared by workers (e.g. postgresql+psycopg2://user@host/db) [default: a journal file in the run, study.journal].")
 @click.option("--svg", is_flag=True, help="Also write pareto.svg (vector; PNG alone by default).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout, no progress bar.")
+@objectives_option
 @click.pass_context
 def search_cmd(ctx, study, target, draft, acceptance, verify_device, draft_device, method, trials, seed, sampler,
-               results_dir, run_id, resume, force, n_workers, storage, svg, as_json):
-    """Multi-objective search (tokens/s up, J/token down) over trees, schedules, batch and hardware."""
+               results_dir, run_id, resume, force, n_workers, storage, svg, as_json, objectives):
+    """Multi-objective search (tokens/s up, J/token or $/Mtoken down) over trees, schedules, batch and hardware."""
     started = time.time()
     base = export.results_dir(results_dir)
     run_id = run_id or (export.latest_run(base) if resume else
                         "search-" + datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S"))
-    request = _request(ctx, study, target, draft, acceptance, verify_device, draft_device, method)
+    request = search_request(ctx, study, target, draft, acceptance, verify_device, draft_device, method, objectives)
     joining = resume and storage is not None and not (base / run_id).is_dir()  # another machine's study
     if resume and not joining:
         # the space the run was started with (none when it was killed before its manifest was written)
         saved = export.read_manifest(base / run_id).get("request") if (base / run_id / "manifest.json").is_file() \
             else None
-        given = study or target or draft or acceptance or verify_device or draft_device or \
+        given = study or target or draft or acceptance or verify_device or draft_device or objectives or \
             ctx.get_parameter_source("engine") is click.core.ParameterSource.COMMANDLINE
         if saved is not None and isinstance(saved, dict):  # runs before engine profiles priced with the roofline,
-            saved = {"method": "optuna", **saved, "engine": saved.get("engine", "roofline")}  # before plans sampled
+            # before plans sampled, before --objectives
+            saved = {"method": "optuna", "cost": DEFAULT_COST, **saved, "engine": saved.get("engine", "roofline")}
         if saved is None and not given:
             raise InputError(f"{base / run_id}: its manifest has no saved request; pass the same --study and flags")
         if ctx.get_parameter_source("method") is click.core.ParameterSource.COMMANDLINE and saved is not None \
@@ -313,7 +226,8 @@ def search_cmd(ctx, study, target, draft, acceptance, verify_device, draft_devic
                                                        {"families": FAMILIES, "schedules": SCHEDULE_CHOICES})}
         request = saved or request
         ctx.obj["engine"] = request["engine"]  # a resumed run keeps the engine it started with
-    space, chosen = _space(ctx, request)
+    space, chosen = search_space(ctx, request)
+    unpriced = unpriced_warnings(space)
     scan = _ScanProgress(as_json)
     try:
         plan = plan_search(space, request.get("method", "optuna"), trials, seed, scan.advance)
@@ -323,6 +237,7 @@ def search_cmd(ctx, study, target, draft, acceptance, verify_device, draft_devic
                 "run's trials (--method seeded or optuna samples instead)"] \
         if plan.method == "exact" and ctx.get_parameter_source("trials") is click.core.ParameterSource.COMMANDLINE \
         else []
+    warnings += unpriced
     trials = plan.trials(trials)
     if storage and not resume:  # a bad URL or a taken study name fails before any folder is touched
         if study_exists(storage, run_id):
@@ -358,8 +273,8 @@ def search_cmd(ctx, study, target, draft, acceptance, verify_device, draft_devic
         click.echo(f"hypervolume of the front: {100 * summary['hypervolume_fraction']:.2f}% of the exact front over "
                    f"{summary['grid_points']:,} grid points")
     for name, rec in summary["recommended"].items():
-        click.echo(f"{name:15s} {rec['tokens_per_s_per_sequence']:8.1f} tokens/s per sequence "
-                   f"{rec['j_per_token']:7.3f} J/token  {rec['family']}, {rec['schedule']}, batch {rec['batch']}, "
+        click.echo(f"{name:15s} {rec['tokens_per_s_per_sequence']:8.1f} tokens/s per sequence {_costs_text(rec)}  "
+                   f"{rec['family']}, {rec['schedule']}, batch {rec['batch']}, "
                    f"draft on {rec['draft_device']}, verify on {rec['verify_device']}")
     if "no_feasible_design" in summary:
         click.echo(f"no feasible design; most trials failed with: {summary['no_feasible_design']}")
@@ -381,32 +296,40 @@ def search_cmd(ctx, study, target, draft, acceptance, verify_device, draft_devic
 @click.option("--save-grid", is_flag=True, help="Also write every grid point (grid.csv).")
 @click.option("--svg", is_flag=True, help="Also write pareto.svg (vector; PNG alone by default).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+@objectives_option
 @click.pass_context
 def sweep_cmd(ctx, study, target, draft, acceptance, verify_device, draft_device, results_dir, run_id, force,
-              compare_run, save_grid, svg, as_json):
+              compare_run, save_grid, svg, as_json, objectives):
     """Evaluate the whole space on its grid (vectorised) and write the exact Pareto front."""
     started = time.time()
-    space, chosen = _space(ctx, _request(ctx, study, target, draft, acceptance, verify_device, draft_device))
+    space, chosen = search_space(ctx, search_request(ctx, study, target, draft, acceptance, verify_device, draft_device,
+                                                     objectives=objectives))
     if space.families == ("adapt",):
         raise InputError("sweep evaluates static tree families on a grid; ADAPT needs a Monte Carlo run per point: "
                          "use search for it")
-    trials = export.read_run(Path(compare_run), command="sweep --compare")[1] if compare_run else None  # before any work
+    warnings = unpriced_warnings(space)
+    trials = None
+    if compare_run:  # before any work
+        compared, trials = export.read_run(Path(compare_run), command="sweep --compare")
+        if export.run_cost(compared) != space.cost:
+            raise InputError(f"--compare {compare_run}: that run minimised {export.run_cost(compared)}, this sweep "
+                             f"{space.cost}: pass --objectives {SPEED_FLAG},{export.run_cost(compared)}")
     grid = sweep_frame(space)
     seconds = time.time() - started
     feasible = grid[grid["feasible"]]
-    info = pareto_info(grid)
+    info = pareto_info(grid, space.cost)
     front = grid.iloc[info.front]
     run_id = run_id or "sweep-" + datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     summary = {"grid_points": len(grid), "feasible": len(feasible), "pareto_size": len(front),
                "evaluation_seconds": round(seconds, 3),
                "max_tokens_per_s_per_sequence": float(feasible["tokens_per_s_per_sequence"].max())
                if len(feasible) else None,
-               "min_j_per_token": float(feasible["j_per_token"].min()) if len(feasible) else None}
+               f"min_{space.cost}": float(feasible[space.cost].min()) if len(feasible) else None}
     if compare_run:
         if feasible.empty:
             raise InputError("--compare: the swept space has no feasible design to compare with")
-        found = trials[trials["feasible"]][["tokens_per_s_per_sequence", "j_per_token"]].to_numpy()
-        exact = feasible[["tokens_per_s_per_sequence", "j_per_token"]].to_numpy()
+        found = trials[trials["feasible"]][list(space.objectives)].to_numpy()
+        exact = feasible[list(space.objectives)].to_numpy()
         reference = (0.0, float(exact[:, 1].max()) * 1.1)
         summary["hypervolume_fraction"] = hypervolume(found, reference) / hypervolume(exact, reference)
     path = export.run_dir(export.results_dir(results_dir), run_id, force=force)
@@ -420,12 +343,14 @@ def sweep_cmd(ctx, study, target, draft, acceptance, verify_device, draft_device
             export.write_plot(path / f"pareto.{suffix}", lambda tmp: plot_pareto(info, tmp, title))
         export.write_json(path / "manifest.json", {"kind": "sweep", "version": __version__,
                                                    "created": datetime.now(timezone.utc).isoformat(),
-                                                   "inputs": chosen, "space": _space_summary(space),
+                                                   "inputs": chosen, "space": space_summary(space),
                                                    "git_revision": _git_revision(), "summary": summary})
     except BaseException:
         export.abandon_run(path)
         raise
     export.drop_replaced(path)  # only now is the new run complete
+    for line in warnings:
+        click.echo(f"warning: {line}", err=True)
     if as_json:
         emit_json(summary)
         return
@@ -444,7 +369,7 @@ def pareto_cmd(run, svg, as_json):
     path = Path(run)
     manifest, frame = export.read_run(path, sweeps=True)
     export.remove_temporaries(path)  # what a killed redraw left
-    info = pareto_info(frame)
+    info = pareto_info(frame, export.run_cost(manifest))
     inputs = manifest.get("inputs", {})
     what = "grid points" if manifest.get("kind") == "sweep" else "trials"
     title = f"{inputs.get('target', '?')} / {inputs.get('draft', '?')}: {len(frame)} {what}"

@@ -35,6 +35,18 @@ def device_energy_j(power_w, idle_w, busy_s, cycle_s):
     return power_w * busy_s + idle_w * np.maximum(0.0, cycle_s - busy_s)
 
 
+def devices_price_usd_per_s(devices) -> float | None:
+    """What a design's devices cost per second together (a group pays for each GPU); None when one
+    has no price."""
+    prices = [d.price_usd_per_s for d in devices]
+    return None if any(p is None for p in prices) else float(sum(prices))
+
+
+def usd_per_mtoken(price_usd_per_s, tokens_per_s):
+    """Dollars per million tokens, elementwise: the devices' price per second over the tokens per second."""
+    return price_usd_per_s / tokens_per_s * 1e6
+
+
 def energy(config: DecodeConfig, times: StageTimes, line: Timeline) -> EnergyEstimate:
     """Energy per token of a design and of its AR baseline."""
     draft, verify = config.system.draft, config.system.verify
@@ -50,7 +62,7 @@ def energy(config: DecodeConfig, times: StageTimes, line: Timeline) -> EnergyEst
     j_per_token = total / line.tokens
     ar_j = verify.decode_power_w * times.ar_step_s / config.batch
     devices = [verify] if config.schedule == "ar" or draft.name == verify.name else [draft, verify]
-    prices = [d.price_usd_per_s for d in devices]
-    usd = None if any(p is None for p in prices) else sum(prices) * cycle / line.tokens * 1e6
+    price = devices_price_usd_per_s(devices)
+    usd = None if price is None else float(usd_per_mtoken(price, line.tokens / cycle))
     return EnergyEstimate(j_per_token, 1.0 / j_per_token, ar_j, ar_j / j_per_token, 2 * ar_j / j_per_token,
                           e_draft, e_verify, times.link_energy_j, usd)

@@ -24,13 +24,14 @@ import numpy as np
 
 from dfvg_dse.costs import (device_forward_cost, link_time, memory_fit, processor_forward_cost, tree_draft_time_s,
                             tree_verify_cost)
-from dfvg_dse.pipeline.energy import device_energy_j
+from dfvg_dse.pipeline.energy import device_energy_j, devices_price_usd_per_s, usd_per_mtoken
 from dfvg_dse.pipeline.pareto import pareto_mask
 from dfvg_dse.pipeline.estimate import estimate
 from dfvg_dse.pipeline.rounds import static_tokens_and_hit
 from dfvg_dse.pipeline.schedule import overlap_cycle
-from dfvg_dse.specs import (AcceptanceProfile, AdaptRule, DecodeConfig, DeviceSpec, LinkSpec, ModelSpec, SystemSpec,
-                            TreeSpec)
+from dfvg_dse.specs import (AcceptanceProfile, AdaptRule, DecodeConfig, DeviceSpec, InputError, LinkSpec, ModelSpec,
+                            SystemSpec, TreeSpec)
+from dfvg_dse.specs.objectives import COSTS, DEFAULT_COST, SPEED, cost_objective
 from dfvg_dse.tree import check_sequoia, chain, dp_tree, greedy_tree, kary, sequences, sequoia_dp
 
 FAMILIES = ("chain", "seq", "kary", "optimal", "adapt")
@@ -65,14 +66,22 @@ class SearchSpace:
     record_bytes: int = 16  # per draft token over the link (hwdb/defaults.toml token_record_bytes)
     adapt_rounds: int = 1000
     name: str = "default"
+    cost: str = DEFAULT_COST  # the minimised objective (specs/objectives.py): j_per_token or usd_per_mtoken
 
     def __post_init__(self) -> None:
+        if self.cost not in COSTS:
+            raise InputError(f"cost objective {self.cost!r}: allowed: {', '.join(COSTS)}")
         if "optimal" in self.families:  # the grid runs Sequoia's DP at the largest budget, every depth
             check_sequoia(self.acceptance, max(self.budgets), max(self.depths))
 
     def link_for(self, draft: DeviceSpec) -> LinkSpec | None:
         """The link from a drafter (or one of its FPGA variants) to the verifier; None if the space has none."""
         return dict(self.links).get(draft.name.split("@")[0])
+
+    @property
+    def objectives(self) -> tuple[str, str]:
+        """The columns of the two objectives: speed per sequence (maximised), the cost (minimised)."""
+        return SPEED, self.cost
 
 
 class Shape(NamedTuple):
@@ -171,6 +180,7 @@ class Evaluation(NamedTuple):
     tokens_per_s: np.ndarray  # all sequences of the batch
     tokens_per_s_per_sequence: np.ndarray  # what one user sees: the search's first objective
     j_per_token: np.ndarray
+    usd_per_mtoken: np.ndarray  # nan where a device has no price per hour
     round_time_s: np.ndarray
     speedup_vs_ar: np.ndarray
     energy_efficiency_vs_ar: np.ndarray
@@ -246,14 +256,18 @@ def evaluate_points(space: SearchSpace, shapes: list[Shape], drafts: list[Device
         if not same:
             draft_fit = memory_fit(space.draft, drafter, positions, b)
             c_mem = np.maximum(c_mem, draft_fit.required_bytes - draft_fit.capacity_bytes)
+        price = devices_price_usd_per_s([verifier] if same else [drafter, verifier])
         values = dict(tokens_per_s=tokens / cycle, tokens_per_s_per_sequence=tokens / cycle / b,
                       j_per_token=j_per_token, round_time_s=cycle,
+                      usd_per_mtoken=usd_per_mtoken(price, tokens / cycle) if price is not None else np.nan,
                       speedup_vs_ar=(tokens / cycle) / (b / t_ar), energy_efficiency_vs_ar=ar_j / j_per_token,
                       expected_tokens_per_round=f, draft_time_s=d, verify_time_s=v, link_time_s=link_s,
                       constraint_width=c_width, constraint_memory_bytes=c_mem)
         for name, value in values.items():
             out[name][m] = value
         why = np.full(len(m), "", dtype=object)
+        if price is None and cost_objective(space.cost).needs_price:
+            why[:] = unpriced_reason(drafter, verifier)
         why = np.where(c_mem > 0, f"model and KV cache do not fit '{verifier.name}' / '{drafter.name}'", why)
         why = np.where(c_width > 0, f"a level is wider than the {lanes} lanes of '{drafter.name}'", why)
         why = np.where((k > 0) & same, "overlap needs two devices", why)
@@ -262,6 +276,23 @@ def evaluate_points(space: SearchSpace, shapes: list[Shape], drafts: list[Device
         reason[m] = why
         feasible[m] = why == ""
     return Evaluation(**out, feasible=feasible, reason=reason)
+
+
+def unpriced_reason(drafter: DeviceSpec, verifier: DeviceSpec) -> str:
+    """Why a design has no $/Mtoken: the devices without a price per hour, and how to give one."""
+    names = dict.fromkeys(d.name.split("@")[0] for d in (drafter, verifier) if d.price_usd_per_s is None)
+    return (f"no price per hour for {' and '.join(repr(n) for n in names)}: give price_per_hour "
+            "in a hwdb overlay (docs/data-format.md) to price it")
+
+
+def unpriced_devices(space: SearchSpace) -> tuple[list[str], bool]:
+    """The space's devices without a price per hour (drafters, then verifiers, each once), and whether
+    any (drafter, verifier) pair of it is priced."""
+    devices = (*space.draft_devices, *space.verify_devices)
+    names = list(dict.fromkeys(d.name for d in devices if d.price_usd_per_s is None))
+    pairs = any(v.price_usd_per_s is not None and (d.name == v.name or d.price_usd_per_s is not None)
+                for d in space.draft_devices for v in space.verify_devices)
+    return names, pairs
 
 
 class Grid(NamedTuple):
@@ -360,13 +391,14 @@ def evaluate_grid(space: SearchSpace, grid: Grid) -> Evaluation:
 
 
 class GridFront(NamedTuple):
-    """The non-dominated feasible points of a scan over grid points (tokens/s per sequence up, J/token down)."""
+    """The non-dominated feasible points of a scan over grid points (tokens/s per sequence up, the
+    space's cost down)."""
 
     grid: Grid  # the front's points
-    values: np.ndarray  # (n, 2): tokens/s per sequence, J/token
+    values: np.ndarray  # (n, 2): tokens/s per sequence, the cost (space.cost)
     points: int  # points evaluated
     feasible: int
-    worst_j_per_token: float  # over every feasible point evaluated (the hypervolume's reference); nan if none
+    worst_cost: float  # over every feasible point evaluated (the hypervolume's reference); nan if none
     reasons: dict  # why the infeasible points are: reason -> how many
 
 
@@ -383,11 +415,12 @@ def grid_front(space: SearchSpace, grids) -> GridFront:
         if not len(ok):
             kept = kept or Grid(grid.shapes, grid.drafts, *(a[:0] for a in grid[2:]))
             continue
-        worst = max(worst, float(ev.j_per_token[ok].max()))
+        cost = getattr(ev, space.cost)
+        worst = max(worst, float(cost[ok].max()))
         new = Grid(grid.shapes, grid.drafts, *(a[ok] for a in grid[2:]))
         both = new if kept is None else Grid(grid.shapes, grid.drafts,
                                              *(np.concatenate([x, y]) for x, y in zip(kept[2:], new[2:])))
-        values = np.concatenate([values, np.stack([ev.tokens_per_s_per_sequence[ok], ev.j_per_token[ok]], axis=1)])
+        values = np.concatenate([values, np.stack([ev.tokens_per_s_per_sequence[ok], cost[ok]], axis=1)])
         mask = pareto_mask(values)
         kept, values = Grid(both.shapes, both.drafts, *(a[mask] for a in both[2:])), values[mask]
     if kept is None:

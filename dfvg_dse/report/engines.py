@@ -178,6 +178,6 @@ def realised_record(realised, est, cost_profile: str) -> dict:
               "reason": est.reason, "warnings": list(est.warnings), "changes": list(realised.changes)}
     if est.feasible:
         record.update({"tokens_per_s": est.tokens_per_s, "tokens_per_s_per_sequence": est.tokens_per_s / realised.batch,
-                       "j_per_token": est.energy.j_per_token, "speedup_vs_ar": est.speedup_vs_ar,
-                       "expected_tokens_per_round": est.expected_tokens_per_round, "round_time_s": est.round_time_s})
+                       "j_per_token": est.energy.j_per_token, "usd_per_mtoken": est.energy.usd_per_mtoken,
+                       "speedup_vs_ar": est.speedup_vs_ar, "expected_tokens_per_round": est.expected_tokens_per_round, "round_time_s": est.round_time_s})
     return record

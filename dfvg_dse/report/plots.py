@@ -70,37 +70,38 @@ def plot_sweep(sweep, path: str | Path, title: str) -> None:
 
 
 def plot_pareto(info, path: str | Path, title: str) -> None:
-    """Tokens/s against J/token: points coloured by placement and schedule, the front drawn, picks marked."""
+    """Tokens/s against the cost (J/token or $/Mtoken): points coloured by placement and schedule, the
+    front drawn, picks marked."""
     plt = _pyplot()
     import numpy as np
 
     fig, ax = plt.subplots(figsize=(8.5, 5.5))
     feasible = info.feasible
     if (~feasible).any():
-        ax.scatter(info.j_per_token[~feasible], info.tokens_per_s[~feasible], s=8, c="#cccccc", marker="x",
+        ax.scatter(info.cost[~feasible], info.tokens_per_s[~feasible], s=8, c="#cccccc", marker="x",
                    label="infeasible")
     groups = sorted(set(info.group[feasible]))
     cmap = plt.get_cmap("tab10" if len(groups) <= 10 else "tab20")
     for i, group in enumerate(groups):
         m = feasible & (info.group == group)
-        ax.scatter(info.j_per_token[m], info.tokens_per_s[m], s=12, alpha=0.6, color=cmap(i % cmap.N), label=group)
+        ax.scatter(info.cost[m], info.tokens_per_s[m], s=12, alpha=0.6, color=cmap(i % cmap.N), label=group)
     if len(info.front):
-        ax.plot(info.j_per_token[info.front], info.tokens_per_s[info.front], color="black", linewidth=1.2,
+        ax.plot(info.cost[info.front], info.tokens_per_s[info.front], color="black", linewidth=1.2,
                 label="Pareto front")
     labels: dict[int, list[str]] = {}
-    for name, marker in (("max-throughput", "^"), ("min-energy", "v"), ("knee", "*")):
+    for name, marker in (("max-throughput", "^"), (info.objective.pick, "v"), ("knee", "*")):
         if name in info.picks:
             i = info.picks[name]
             labels.setdefault(i, []).append(name)
-            ax.scatter([info.j_per_token[i]], [info.tokens_per_s[i]], s=160, marker=marker, facecolor="none",
+            ax.scatter([info.cost[i]], [info.tokens_per_s[i]], s=160, marker=marker, facecolor="none",
                        edgecolor="red", linewidth=1.6, zorder=5)
     for i, names in labels.items():  # one label per point, even when two picks coincide
-        ax.annotate(" = ".join(names), (info.j_per_token[i], info.tokens_per_s[i]), textcoords="offset points",
+        ax.annotate(" = ".join(names), (info.cost[i], info.tokens_per_s[i]), textcoords="offset points",
                     xytext=(10, 6), fontsize=9, color="red")
-    finite = info.j_per_token[feasible]
+    finite = info.cost[feasible]
     if len(finite):
         ax.set_xlim(0, float(np.percentile(finite, 99)) * 1.1)
-    ax.set_xlabel("energy per token (J/token)")
+    ax.set_xlabel(f"{info.objective.label} ({info.objective.unit})")
     ax.set_ylabel("decode speed (tokens/s per sequence)")
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)

@@ -17,6 +17,7 @@ from dfvg_dse.costs.work import stored_weight_bytes, weight_bytes
 from dfvg_dse.specs.parallel import unit_of
 from dfvg_dse.pipeline.pareto import pareto_mask
 from dfvg_dse.specs import DeviceSpec, LinkSpec, ModelSpec
+from dfvg_dse.specs.objectives import SPEED, CostObjective, cost_objective
 from dfvg_dse.tree import to_choices, to_vllm_literal
 
 
@@ -75,7 +76,8 @@ def hw_summary(entry) -> str:
     tiers = " + ".join(f"{t.tier} {_si(t.capacity_bytes, 'B')} @ {_si(t.bandwidth_bytes_per_s, 'B/s')}"
                        for t in spec.memory)
     dtype = next(d for d in ("fp16", "bf16", "fp32") if d in dict(spec.peak_flops_per_s))
-    return f"{_si(spec.peak_for(dtype), 'FLOP/s')} {dtype}; {tiers}; {spec.tdp_w:.0f} W"
+    price = f"; ${spec.price_usd_per_s * 3600:.2f}/h" if spec.price_usd_per_s is not None else ""
+    return f"{_si(spec.peak_for(dtype), 'FLOP/s')} {dtype}; {tiers}; {spec.tdp_w:.0f} W{price}"
 
 
 def device_inputs(spec: DeviceSpec) -> list[tuple[str, str]]:
@@ -263,11 +265,12 @@ class ParetoInfo(NamedTuple):
     """Plot-ready data of a search or sweep: all points, the front, and the recommended picks."""
 
     tokens_per_s: np.ndarray  # per sequence
-    j_per_token: np.ndarray
+    cost: np.ndarray  # the minimised objective (J/token or $/Mtoken)
+    objective: CostObjective  # which one, its label and pick
     group: np.ndarray  # placement/schedule label per point
     feasible: np.ndarray
     front: np.ndarray  # indices of the Pareto front, by throughput
-    picks: dict  # name -> index: max-throughput, min-energy, knee
+    picks: dict  # name -> index: max-throughput, the cost's pick (min-energy, min-cost), knee
 
 
 def placement_label(draft_device: str, verify_device: str, schedule: str) -> str:
@@ -275,26 +278,28 @@ def placement_label(draft_device: str, verify_device: str, schedule: str) -> str
     return f"{where}, {schedule}"
 
 
-def pareto_info(frame) -> ParetoInfo:
-    """Front and picks of a trial table (pandas) with tokens_per_s_per_sequence, j_per_token and feasible.
+def pareto_info(frame, cost: str | None = None) -> ParetoInfo:
+    """Front and picks of a trial table (pandas) with tokens_per_s_per_sequence, the cost column
+    (`cost`: j_per_token by default, or usd_per_mtoken) and feasible.
 
     knee: the front point farthest from the line joining its two ends, in objectives scaled to [0, 1].
     """
-    tps = frame["tokens_per_s_per_sequence"].to_numpy(dtype=float)
-    jpt = frame["j_per_token"].to_numpy(dtype=float)
+    objective = cost_objective(cost)
+    tps = frame[SPEED].to_numpy(dtype=float)
+    jpt = frame[objective.column].to_numpy(dtype=float)
     feasible = frame["feasible"].to_numpy(dtype=bool)
     group = np.array([placement_label(d, v, s) for d, v, s in zip(frame["draft_device"], frame["verify_device"],
                                                                    frame["schedule"])])
     idx = np.flatnonzero(feasible)
     if len(idx) == 0:
-        return ParetoInfo(tps, jpt, group, feasible, np.array([], dtype=int), {})
+        return ParetoInfo(tps, jpt, objective, group, feasible, np.array([], dtype=int), {})
     front = idx[pareto_mask(np.stack([tps[idx], jpt[idx]], axis=1))]
     front = front[np.argsort(-tps[front])]
-    picks = {"max-throughput": int(front[0]), "min-energy": int(front[-1])}
+    picks = {"max-throughput": int(front[0]), objective.pick: int(front[-1])}
     x = (tps[front] - tps[front].min()) / max(np.ptp(tps[front]), 1e-12)
     y = (jpt[front] - jpt[front].min()) / max(np.ptp(jpt[front]), 1e-12)
     # distance of each front point from the line through (x0, y0) and (x1, y1)
     x0, y0, x1, y1 = x[0], y[0], x[-1], y[-1]
     distance = np.abs((y1 - y0) * x - (x1 - x0) * y + x1 * y0 - y1 * x0)
     picks["knee"] = int(front[int(np.argmax(distance))])
-    return ParetoInfo(tps, jpt, group, feasible, front, picks)
+    return ParetoInfo(tps, jpt, objective, group, feasible, front, picks)

@@ -6,11 +6,11 @@ any SQLAlchemy URL such as postgresql+psycopg2://...) and the leases that keep a
 count exact; run.py plans a search (exact, seeded or sampled) and runs one process or several on it.
 """
 
-__all__ = ["CONSTRAINT_NAMES", "INFEASIBLE_VALUES", "OBJECTIVE_NAMES", "evaluate_point", "make_objective", "neighbours",
+__all__ = ["CONSTRAINT_NAMES", "INFEASIBLE_VALUES", "evaluate_point", "make_objective", "neighbours",
            "prepare", "suggest_point", "sweep_frame", "trials_frame", "SAMPLERS", "make_sampler", "param_importances",
            "run_search", "work", "DIRECTIONS", "completed", "open_study", "storage", "study_exists"]
 
-from dfvg_dse.search.designs import (CONSTRAINT_NAMES, INFEASIBLE_VALUES, OBJECTIVE_NAMES, evaluate_point,  # noqa: F401
+from dfvg_dse.search.designs import (CONSTRAINT_NAMES, INFEASIBLE_VALUES, evaluate_point,  # noqa: F401
                                      make_objective, neighbours, prepare, suggest_point, sweep_frame, trials_frame)
 from dfvg_dse.search.run import param_importances, run_search, work  # noqa: F401
 from dfvg_dse.search.samplers import SAMPLERS, make_sampler  # noqa: F401

@@ -1,7 +1,8 @@
 """Designs of the search space as Optuna trials (docs/search.md).
 
-`suggest_point` is the only place parameter names are spelled. The objective returns tokens/s (to
-maximise) and J/token (to minimise) from the vectorised closed forms of pipeline/grid.py;
+`suggest_point` is the only place parameter names are spelled. The objective returns tokens/s per
+sequence (to maximise) and the space's cost, J/token or $/Mtoken (to minimise; specs/objectives.py),
+from the vectorised closed forms of pipeline/grid.py;
 constraints (a level wider than the FPGA's lanes, memory that does not fit, overlap on one device)
 go through Optuna's constraints mechanism, <= 0 feasible, and every trial keeps its reason.
 """
@@ -9,6 +10,7 @@ go through Optuna's constraints mechanism, <= 0 feasible, and every trial keeps 
 from __future__ import annotations
 
 import json
+import math
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -18,13 +20,14 @@ import pandas as pd
 
 from dfvg_dse.pipeline.grid import (SCHEDULE_CHOICES, Grid, SearchSpace, adapt_estimate, adapt_rule, build_grid,
                                     build_shapes, evaluate_grid, evaluate_points, fpga_variant,
-                                    shape_key)
+                                    shape_key, unpriced_reason)
 from dfvg_dse.specs import DecodeConfig, SystemSpec
+from dfvg_dse.specs.objectives import cost_objective
 from dfvg_dse.tree import greedy_tree
 
 # Per-sequence speed, not the batch's aggregate: with an aggregate a larger batch would win both
-# objectives and the front would collapse; per sequence, batch trades speed for energy.
-OBJECTIVE_NAMES = ("tokens_per_s_per_sequence", "j_per_token")
+# objectives and the front would collapse; per sequence, batch trades speed for energy or dollars.
+# The objectives' columns are the space's (SearchSpace.objectives).
 INFEASIBLE_VALUES = (0.0, 1e9)  # objective values reported for points that cannot be evaluated at all
 
 
@@ -175,16 +178,27 @@ def evaluate_point(space: SearchSpace, point: dict) -> dict:
     shapes = prepared.shapes
     index = prepared.lookup.get(shape_key(point["family"], point["width"], point["depth"], point["budget"]))
     if index is None:
-        return {"feasible": False, "reason": "no such tree in the space (too many nodes or a duplicate shape)",
-                "tokens_per_s": INFEASIBLE_VALUES[0], "tokens_per_s_per_sequence": INFEASIBLE_VALUES[0],
-                "j_per_token": INFEASIBLE_VALUES[1], "constraints": (1.0, 1.0, 1.0)}
+        return _infeasible("no such tree in the space (too many nodes or a duplicate shape)", (1.0, 1.0, 1.0))
     ev, at = _static_evaluation(space, point, drafter, verify_idx, index)
-    record = {name: float(value[at]) for name, value in ev._asdict().items() if name not in ("feasible", "reason")}
+    record = {name: _number(value[at]) for name, value in ev._asdict().items() if name not in ("feasible", "reason")}
     record["feasible"], record["reason"] = bool(ev.feasible[at]), str(ev.reason[at])
-    placement = 1.0 if ("two devices" in record["reason"] or "no link" in record["reason"]) else -1.0
+    placement = 1.0 if any(why in record["reason"] for why in ("two devices", "no link", "no price")) else -1.0
     record["constraints"] = (record["constraint_width"], record["constraint_memory_bytes"] / 1e9, placement)
     record["parents"], record["ranks"] = list(shapes[index].parents), list(shapes[index].ranks)
     return record
+
+
+def _infeasible(reason: str, constraints: tuple, **extra) -> dict:
+    """The record of a design that cannot be evaluated at all: INFEASIBLE_VALUES for its objectives."""
+    return {"feasible": False, "reason": reason, "tokens_per_s": INFEASIBLE_VALUES[0],
+            "tokens_per_s_per_sequence": INFEASIBLE_VALUES[0], "j_per_token": INFEASIBLE_VALUES[1],
+            "usd_per_mtoken": INFEASIBLE_VALUES[1], "constraints": constraints, **extra}
+
+
+def _number(value) -> float | None:
+    """A record's number; None for a value that has none (nan: the $/Mtoken of an unpriced device)."""
+    value = float(value)
+    return None if math.isnan(value) else value
 
 
 def _evaluate_adapt(space: SearchSpace, point: dict, drafter, verifier) -> dict:
@@ -194,9 +208,7 @@ def _evaluate_adapt(space: SearchSpace, point: dict, drafter, verifier) -> dict:
                       point["window_ratio"], point["temperature"], point["depth"])
     link = None if drafter.name == verifier.name else space.link_for(drafter)
     if drafter.name != verifier.name and link is None:
-        return {"feasible": False, "reason": f"no link from '{drafter.name}' to '{verifier.name}' in the space",
-                "tokens_per_s": INFEASIBLE_VALUES[0], "tokens_per_s_per_sequence": INFEASIBLE_VALUES[0],
-                "j_per_token": INFEASIBLE_VALUES[1], "constraints": (-1.0, -1.0, 1.0)}
+        return _infeasible(f"no link from '{drafter.name}' to '{verifier.name}' in the space", (-1.0, -1.0, 1.0))
     config = DecodeConfig(space.target, SystemSpec(drafter, verifier, link), space.draft, space.acceptance,
                           dynamic=rule, schedule="sequential" if point["schedule"] == "sequential" else "overlap",
                           gpu_fill=point["schedule"] == "overlap-fill", batch=point["batch"], context=space.context,
@@ -207,13 +219,14 @@ def _evaluate_adapt(space: SearchSpace, point: dict, drafter, verifier) -> dict:
     if not est.feasible:
         memory = 1.0 if "GB" in est.reason else -1.0
         placement = 1.0 if "two devices" in est.reason else -1.0
-        return {"feasible": False, "reason": est.reason, "tokens_per_s": INFEASIBLE_VALUES[0],
-                "tokens_per_s_per_sequence": INFEASIBLE_VALUES[0], "j_per_token": INFEASIBLE_VALUES[1],
-                "constraint_width": width_over, "constraints": (width_over, memory, placement)}
+        return _infeasible(est.reason, (width_over, memory, placement), constraint_width=width_over)
+    if est.energy.usd_per_mtoken is None and cost_objective(space.cost).needs_price:
+        return _infeasible(unpriced_reason(drafter, verifier), (width_over, -1.0, 1.0), constraint_width=width_over)
     levels = max(1, sum(1 for w in est.level_widths if w > 0.5))
     tree = greedy_tree(space.acceptance, max(1, int(round(est.draft_nodes_per_round))), levels, rule.k_max)
     return {"tokens_per_s": est.tokens_per_s, "tokens_per_s_per_sequence": est.tokens_per_s / point["batch"],
-            "j_per_token": est.energy.j_per_token, "round_time_s": est.round_time_s,
+            "j_per_token": est.energy.j_per_token, "usd_per_mtoken": est.energy.usd_per_mtoken,
+            "round_time_s": est.round_time_s,
             "speedup_vs_ar": est.speedup_vs_ar, "energy_efficiency_vs_ar": est.energy.energy_efficiency_vs_ar,
             "expected_tokens_per_round": est.expected_tokens_per_round,
             "draft_time_s": est.stages["draft"]["time_s"], "verify_time_s": est.stages["verify"]["time_s"],
@@ -224,7 +237,15 @@ def _evaluate_adapt(space: SearchSpace, point: dict, drafter, verifier) -> dict:
             "parents": list(tree.parents), "ranks": list(tree.ranks)}
 
 
-CONSTRAINT_NAMES = ("width_over_lanes", "memory_over_capacity_gb", "placement")  # placement: overlap on one device, no link
+# placement: overlap on one device, no link, or (for $/Mtoken) a device without a price
+CONSTRAINT_NAMES = ("width_over_lanes", "memory_over_capacity_gb", "placement")
+
+
+def objective_values(space: SearchSpace, record: dict) -> tuple[float, float]:
+    """The two objectives of a record, as the sampler takes them: a design without a value (no
+    price, nothing evaluated) reports INFEASIBLE_VALUES, never nan."""
+    values = tuple(record.get(name) for name in space.objectives)
+    return tuple(float(v) if v is not None and math.isfinite(v) else bad for v, bad in zip(values, INFEASIBLE_VALUES))
 
 
 def make_objective(space: SearchSpace):
@@ -238,7 +259,7 @@ def make_objective(space: SearchSpace):
         if key not in priced:
             record = {**point, **evaluate_point(space, point)}  # the full design, derived values included
             constraints = record.pop("constraints")
-            priced[key] = (constraints, json.dumps(record), (record[OBJECTIVE_NAMES[0]], record[OBJECTIVE_NAMES[1]]))
+            priced[key] = (constraints, json.dumps(record), objective_values(space, record))
         constraints, text, values = priced[key]
         for name, value in zip(CONSTRAINT_NAMES, constraints):
             trial.set_constraint(name, value)  # feasible when every value is <= 0

@@ -73,7 +73,7 @@ def test_the_scanned_front_is_the_front_of_the_whole_grid(wide_space):
     front = grid_front(wide_space, grid_chunks(wide_space, prepare(wide_space).shapes, points=50))
     assert sorted(map(tuple, front.values)) == sorted(map(tuple, brute))
     assert front.points == len(frame) and front.feasible == len(feasible)
-    assert front.worst_j_per_token == feasible[:, 1].max()
+    assert front.worst_cost == feasible[:, 1].max()
 
 
 def test_a_sample_is_distinct_seeded_and_inside_the_grid(wide_space):
@@ -180,7 +180,7 @@ def test_hypervolume_of_the_exact_front_is_what_the_grid_gives(small_space):
     plan = plan_search(small_space, "optuna", 100)
     frame = sweep_frame(small_space)
     feasible = frame[frame["feasible"]][["tokens_per_s_per_sequence", "j_per_token"]].to_numpy()
-    reference = (0.0, plan.front.worst_j_per_token * 1.1)
+    reference = (0.0, plan.front.worst_cost * 1.1)
     assert hypervolume(plan.front.values, reference) == pytest.approx(hypervolume(feasible, reference), rel=1e-12)
 
 
