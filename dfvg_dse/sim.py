@@ -219,7 +219,8 @@ def _stage_times(config: DecodeConfig, tokens: np.ndarray, widths: np.ndarray, p
     v = np.broadcast_to(tree_verify_cost(config.target, system.verify, nodes, pairs, config.context, b,
                                          config.attention_efficiency).time_s, (n,))
     down_b, up_b = round_link_bytes(np.broadcast_to(nodes, (n,)), tokens, config.record_bytes, b,
-                                    config.draft.vocab_size if config.send_draft_probs else 0)
+                                    config.draft.vocab_size if config.send_draft_probs else 0,
+                                    config.draft.feature_bytes_per_token)
     if system.link is None:
         return d, v, np.zeros(n), 0.0
     down, up = link_time(system.link, down_b), link_time(system.link, up_b)

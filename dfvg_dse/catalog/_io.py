@@ -30,6 +30,8 @@ class Quantity(NamedTuple):
     si: float
 
 
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")  # entry names: lower case, digits, ".", "-", "_"
+
 @dataclass(frozen=True)
 class ModelEntry:
     spec: ModelSpec

@@ -18,12 +18,11 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
-import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from dfvg_dse.catalog._io import (HwEntry, ModelEntry, Quantity, check_regular_file, read_json, read_jsonl,
+from dfvg_dse.catalog._io import (NAME_RE, HwEntry, ModelEntry, Quantity, check_regular_file, read_json, read_jsonl,
                                   read_toml)
 from dfvg_dse.catalog.errors import CatalogError, DataError, UnknownNameError
 from dfvg_dse.catalog.hardware import parse_defaults, parse_device, parse_link
@@ -31,6 +30,7 @@ from dfvg_dse.catalog.deploy import parse_engine_support
 from dfvg_dse.catalog.engines import parse_engine
 from dfvg_dse.catalog.measurements import parse_measurements
 from dfvg_dse.catalog.models import model_document, model_spec_from_hf_config, parse_model
+from dfvg_dse.catalog.heads import HeadLookup
 from dfvg_dse.catalog.profiles import parse_profile, profile_document, read_tree_document
 from dfvg_dse.catalog.studies import check_study
 from dfvg_dse.catalog.traces import read_trace_file
@@ -47,7 +47,6 @@ from dfvg_dse.specs.hardware import show_value as shown
 
 ENV_DIRS = {"models": "DFVG_DSE_MODELS_DIR", "hwdb": "DFVG_DSE_HWDB_DIR"}
 HW_KINDS = ("fpga", "gpu", "cpu", "link")
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 ROOFLINE = "roofline"  # the engine name of the plain roofline (no profile)
 # The engine whose fitted profile prices GPU forwards when a command is not told otherwise:
 # TensorRT-LLM, the best tuned of the engines with published measurements (docs/engines.md).
@@ -144,7 +143,7 @@ def data_search_path(which: str, explicit: str | Path | None = None) -> tuple[Pa
 
 
 @dataclass(frozen=True)
-class Catalog:
+class Catalog(HeadLookup):
     """Lookup by exact name along a search path of models directories and of hwdb directories.
 
     `import_dir` is where `models import` writes when told nothing else: the first directory the

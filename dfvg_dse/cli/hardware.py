@@ -7,7 +7,7 @@ import click
 from dfvg_dse.catalog import HW_KINDS
 from dfvg_dse.cli._base import (engine_option, parallel_options, MAX_POINTS, MAX_VALUE, catalog_of, cli, emit_json, emit_json_list, emit_table,
                               emit_warnings, parse_int_list)
-from dfvg_dse.report import cost_records, device_inputs, hw_record, hw_summary, model_record
+from dfvg_dse.report import cost_records, device_inputs, head_record, hw_record, hw_summary, model_record
 from dfvg_dse.specs import InputError
 from dfvg_dse.units import DTYPE_BYTES, TAGS
 
@@ -74,13 +74,44 @@ def models_list(ctx: click.Context, as_json: bool) -> None:
                 ["name", "family", "params (1e9)", "layers", "hidden", "dtype", "tag"])
 
 
+@models.command("heads")
+@click.option("--json", "as_json", is_flag=True, help="One JSON list on stdout.")
+@click.pass_context
+def models_heads(ctx: click.Context, as_json: bool) -> None:
+    """List draft heads (EAGLE, EAGLE-3, Medusa, MTP; models/heads/) with their parameter counts."""
+    catalog = catalog_of(ctx)
+    records = [head_record(catalog.head_entry(n)) for n in catalog.head_names()]
+    if as_json:
+        emit_json(records)
+        return
+    emit_table([[r["name"], r["kind"], r["target"], f"{r['params'] / 1e6:.1f}", f"{r['draft_vocab']:,}",
+                 f"{r['weight_bytes_per_draft_step'] / 1e6:.0f}", f"{r['feature_values_per_token']:,}", r["tag"]]
+                for r in records],
+               ["name", "kind", "target", "params (1e6)", "draft vocab", "MB read per step", "features read",
+                "tag"])
+
+
+def _show_head(record: dict, as_json: bool) -> None:
+    if as_json:
+        emit_json(record)
+        return
+    click.echo(f"{record['name']}: {record['display_name']} ({record['kind']} head for {record['target']})")
+    click.echo(f"source: {record['source']} [{record['tag']}]")
+    emit_table([[k, f"{v:,}" if isinstance(v, int) else v] for k, v in record.items()
+                if k not in ("name", "display_name", "kind", "target", "source", "tag", "path")], ["field", "value"])
+
+
 @models.command("show")
 @click.argument("name")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.pass_context
 def models_show(ctx: click.Context, name: str, as_json: bool) -> None:
-    """Show one model: shape, parameter counts and source."""
-    record = model_record(catalog_of(ctx).model_entry(name))
+    """Show one model or draft head: shape, parameter counts and source."""
+    catalog = catalog_of(ctx)
+    if name not in catalog.model_names() and name in catalog.head_names():
+        _show_head(head_record(catalog.head_entry(name)), as_json)
+        return
+    record = model_record(catalog.model_entry(name))
     if as_json:
         emit_json(record)
         return

@@ -38,7 +38,7 @@ def _link_between(catalog: Catalog, draft, verify, name: str | None):
 
 
 def _draft_model(catalog: Catalog, name: str, dtype: str | None, target):
-    model = catalog.model(name)
+    model = catalog.draft(name, target.name)  # a model, or a draft head of the target
     # A draft checkpoint saved in fp32 (JackFram, double7) still decodes in the target's half precision.
     default = target.weight_dtype if model.weight_dtype in ("float32", "fp32") else None
     return model.with_dtypes(dtype or default, dtype or default)

@@ -59,7 +59,7 @@ def search_space(ctx, request: dict, catalog=None) -> tuple[SearchSpace, dict]:
     target_model = from_study(key("models", "target", target), catalog.model, chosen["target"]) \
         .served_in(models.get("target_dtype"), DEFAULTS["target_dtype"])
     chosen["target_dtype"] = target_model.weight_dtype
-    draft_model = from_study(key("models", "draft", draft), catalog.model, chosen["draft"]) \
+    draft_model = from_study(key("models", "draft", draft), catalog.draft, chosen["draft"], target_model.name) \
         .with_dtypes(chosen["draft_dtype"], chosen["draft_dtype"])
     verifiers = tuple(from_study(key("hardware", "verify_devices", verify, i), catalog.device, n)
                       for i, n in enumerate(chosen["verify_devices"]))

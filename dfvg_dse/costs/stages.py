@@ -40,8 +40,9 @@ def tree_verify_cost(model: ModelSpec, device: DeviceSpec, draft_nodes, tree_pai
 
 
 def round_link_bytes(draft_nodes, accepted_tokens, record_bytes: int, batch: int = 1,
-                     draft_vocab: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Bytes down (records, plus fp16 Q over `draft_vocab` tokens if nonzero) and up (the verdict)."""
+                     draft_vocab: int = 0, feature_bytes: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes down (records, plus fp16 Q over `draft_vocab` tokens if nonzero) and up (the verdict,
+    plus `feature_bytes` of target hidden states per accepted token for a draft head)."""
     per_token = record_bytes + 2.0 * draft_vocab
     return (batch * np.asarray(draft_nodes, dtype=float) * per_token,
-            batch * np.asarray(accepted_tokens, dtype=float) * record_bytes)
+            batch * np.asarray(accepted_tokens, dtype=float) * (record_bytes + feature_bytes))

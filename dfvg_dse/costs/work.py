@@ -102,9 +102,10 @@ def param_counts(model: ModelSpec) -> ParamCounts:
         layers_all = dense * layer_all + model.moe_layers * (attn_all + router + router_bias + shared) + routed
         per_token = moe.experts_per_token * expert // moe.ep_ranks  # a GPU's mean share of a token's experts
         active_layers = dense * layer_matmul + model.moe_layers * (attn_w + router + shared + per_token)
-    total = embedding + layers_all + final_norm + proj + (0 if model.tied_embeddings else head)
-    matmul = layers_matmul + proj + head
-    active_matmul = matmul if model.moe is None else active_layers + proj + head
+    extra = model.extra_matmul_params  # a draft head's input projections
+    total = embedding + layers_all + final_norm + proj + extra + (0 if model.tied_embeddings else head)
+    matmul = layers_matmul + proj + extra + head
+    active_matmul = matmul if model.moe is None else active_layers + proj + extra + head
     # A tied head lives in the embedding table but is still streamed whole for the logits.
     streamed = total - embedding + (head if model.tied_embeddings else 0)
     # norms and biases: the streamed parameters outside the matmul weights

@@ -48,7 +48,8 @@ def _dtype_warnings(config: DecodeConfig) -> tuple[str, ...]:
         found += compute_dtype_warnings(config.draft, config.system.draft)
         # embedding tables pad a shared vocabulary differently (Qwen2.5: 152,064 and 151,936 rows), so only a
         # gap past that says the tokenizers differ
-        if abs(config.draft.vocab_size - config.target.vocab_size) > VOCAB_PADDING * config.target.vocab_size:
+        if not config.draft.head_kind and \
+                abs(config.draft.vocab_size - config.target.vocab_size) > VOCAB_PADDING * config.target.vocab_size:
             found.append(f"{config.draft.name} and {config.target.name} have different vocabularies "
                          f"({config.draft.vocab_size:,} and {config.target.vocab_size:,} rows): a draft model must share "
                          "the target's tokenizer, so the acceptance given stands for a draft that does")

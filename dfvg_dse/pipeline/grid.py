@@ -24,6 +24,7 @@ import numpy as np
 
 from dfvg_dse.costs import (device_forward_cost, link_time, memory_fit, processor_forward_cost, tree_draft_time_s,
                             tree_verify_cost)
+from dfvg_dse.costs.stages import round_link_bytes
 from dfvg_dse.pipeline.energy import device_energy_j, devices_price_usd_per_s, usd_per_mtoken
 from dfvg_dse.pipeline.pareto import pareto_mask
 from dfvg_dse.pipeline.estimate import estimate
@@ -226,8 +227,9 @@ def evaluate_points(space: SearchSpace, shapes: list[Shape], drafts: list[Device
         if link is None:
             link_s, link_j = np.zeros(len(m)), np.zeros(len(m))
         else:
-            down = link_time(link, b * nodes * float(space.record_bytes))
-            up = link_time(link, b * f * float(space.record_bytes))
+            down_bytes, up_bytes = round_link_bytes(nodes, f, space.record_bytes, b, 0,
+                                                    space.draft.feature_bytes_per_token)
+            down, up = link_time(link, down_bytes), link_time(link, up_bytes)
             link_s = down.time_s + up.time_s + (space.sync_s if link.path == "host-staged" else 0.0)
             link_j = down.energy_j + up.energy_j
         seq = d + link_s + v

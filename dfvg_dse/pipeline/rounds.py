@@ -128,7 +128,8 @@ def stage_times(config: DecodeConfig, shape: RoundShape) -> StageTimes:
     v = tree_verify_cost(config.target, config.system.verify, nodes, shape.sample_pairs, config.context, config.batch,
                          config.attention_efficiency)
     down, up = round_link_bytes(nodes, shape.expected_tokens, config.record_bytes, config.batch,
-                                config.draft.vocab_size if config.send_draft_probs else 0)
+                                config.draft.vocab_size if config.send_draft_probs else 0,
+                                config.draft.feature_bytes_per_token)
     common = (np.asarray(d, dtype=float), str(np.ravel(d_bound)[0]), np.asarray(v.time_s, dtype=float),
               str(np.ravel(v.bound_name)[0]), float(np.mean(down)), float(np.mean(up)))
     link = config.system.link

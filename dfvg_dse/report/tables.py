@@ -12,6 +12,7 @@ import numpy as np
 
 from dfvg_dse.acceptance import acceptance_warnings, expected_tokens
 from dfvg_dse.costs import compute_dtype_warnings, device_forward_cost, knee_tokens, memory_fit, param_counts
+from dfvg_dse.costs.heads import features_up_bytes, head_param_counts
 from dfvg_dse.costs.processor import engine_rates
 from dfvg_dse.costs.work import stored_weight_bytes, weight_bytes
 from dfvg_dse.specs.parallel import unit_of
@@ -124,6 +125,24 @@ def model_record(entry) -> dict:
     if entry.published_params is not None:
         record["published_params"] = entry.published_params._asdict()
     return record
+
+
+def head_record(entry) -> dict:
+    """A draft head (catalog HeadEntry) as a dict: kind, target, parameter counts, the target
+    hidden states it reads per token and the bytes it streams per drafted token (costs/heads.py)."""
+    spec, counts = entry.spec, head_param_counts(entry.spec)
+    # at the target's widths (its LM head at head_dtype where the checkpoint keeps it apart: DeepSeek-V3)
+    step_bytes = float(weight_bytes(spec.target, counts.matmul_per_step, 0.0, counts.own_head + counts.shared_head))
+    return {"name": spec.name, "display_name": spec.display_name, "kind": spec.kind, "target": spec.target.name,
+            "path": str(entry.path), "source": spec.source, "tag": entry.tag, "params": counts.stored,
+            "params_own_lm_head": counts.own_head, "params_shared_target_lm_head": counts.shared_head,
+            "matmul_weights_per_draft_token": counts.matmul_per_step,
+            "weight_bytes_per_draft_step": int(step_bytes),
+            "feature_layers": spec.feature_layers, "feature_values_per_token": counts.feature_values,
+            # Medusa reads the last position's hidden state once a round; the others every accepted token's
+            ("features_up_bytes_per_round" if spec.kind == "medusa" else "features_up_bytes_per_accepted_token"):
+                features_up_bytes(spec, 1),
+            "draft_vocab": spec.draft_vocab or spec.target.vocab_size}
 
 
 def weight_stream_bandwidth_bytes_per_s(model: ModelSpec, device: DeviceSpec) -> float:

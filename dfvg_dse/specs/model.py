@@ -146,6 +146,13 @@ class ModelSpec:
     # dtype of the embedding table and LM head when the checkpoint stores them apart from the other
     # weights ("": the weight dtype; DeepSeek-V3's FP8 checkpoint keeps them bf16)
     head_dtype: str = ""
+    # A draft head priced as a model (specs/drafter.py, HeadSpec.as_model): its kind ("": a language
+    # model), the weights every token multiplies by outside its layers (EAGLE's input projection fc,
+    # EAGLE-3's second half of q/k/v, MTP's eh_proj) and the target hidden-state bytes it reads per
+    # accepted token (up the link when it drafts on another device than the target verifies on)
+    head_kind: str = ""
+    extra_matmul_params: int = 0
+    feature_bytes_per_token: int = 0
 
     def __post_init__(self) -> None:
         _require_choice(self, "family", FAMILIES)
@@ -157,6 +164,10 @@ class ModelSpec:
             raise SpecError("moe.dense_layers", self.moe.dense_layers, f"must be <= n_layers ({self.n_layers})")
         _require_int(self, "n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "d_ffn", "vocab_size",
                      "max_positions")
+        for name in ("extra_matmul_params", "feature_bytes_per_token"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise SpecError(name, value, "must be an integer >= 0")
         for name in ("sliding_layers", "mtp_layers"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= self.n_layers:

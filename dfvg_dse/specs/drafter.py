@@ -1,0 +1,105 @@
+"""Draft heads as data (issue 18; docs/cost-model.md, "Draft heads"): drafters that read the
+target's hidden states instead of running a language model of their own.
+
+- `eagle` (EAGLE-1/2): an input projection fc of [token embedding; feature] (2d -> d) and one decoder
+  layer, whose first norm EAGLE drops; it drafts through the target's own LM head (shared, not stored).
+- `eagle3` (EAGLE-3): fc fuses `feature_layers` (3) target layers' hidden states (3d -> d, no bias); the
+  decoder layer's q/k/v read [token embedding; fused feature] (2d wide), with a norm for each half;
+  a final norm and an LM head of its own over a `draft_vocab` of the target's tokens (32,000).
+- `medusa` (Medusa-1/2): `medusa_heads` heads on the last hidden state, each `medusa_layers` residual
+  blocks (d -> d with bias, SiLU) and its own LM head over the target's vocabulary.
+- `mtp`: the target's own multi-token-prediction module (DeepSeek-V3: one decoder layer of the target's
+  kind, eh_proj of [embedding; hidden] 2d -> d, two norms; embedding and head shared with the target).
+
+Standalone draft models (`lm`) are ModelSpecs; model-free lookup (`ngram`) has no weights.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from dfvg_dse.specs.hardware import SpecError, _require_choice
+from dfvg_dse.specs.model import ModelSpec
+
+HEAD_KINDS = ("eagle", "eagle3", "medusa", "mtp")
+DRAFTER_KINDS = ("lm", *HEAD_KINDS, "ngram")
+# what a kind reads from the target per drafted position, in hidden states of d values
+FEATURE_LAYERS_DEFAULT = {"eagle": 1, "eagle3": 3, "medusa": 1, "mtp": 1}
+FC_BIAS_DEFAULT = {"eagle": True, "eagle3": False, "medusa": True, "mtp": False}
+FEATURE_BYTES_PER_VALUE = 2  # hidden states cross the link in 16 bits, as the target computes them
+
+
+@dataclass(frozen=True)
+class HeadSpec:
+    """A draft head for `target`. `layer` is the shape of its decoder layers (a ModelSpec whose
+    n_layers is the head's layer count; for `mtp` the target itself, for `medusa` None);
+    `draft_vocab` is the rows of its own LM head, 0 when it drafts through the target's (shared)."""
+
+    name: str
+    kind: str
+    target: ModelSpec
+    layer: ModelSpec | None
+    feature_layers: int
+    fc_bias: bool
+    draft_vocab: int = 0
+    medusa_heads: int = 0
+    medusa_layers: int = 0
+    display_name: str = ""
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        _require_choice(self, "kind", HEAD_KINDS)
+        for field in ("feature_layers", "draft_vocab", "medusa_heads", "medusa_layers"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise SpecError(field, value, "must be an integer >= 0")
+        if self.feature_layers < 1 or self.feature_layers > self.target.n_layers:
+            raise SpecError("feature_layers", self.feature_layers,
+                            f"must be in 1..{self.target.n_layers} (the target's layers)")
+        if self.kind == "medusa":
+            if self.medusa_heads < 1 or self.medusa_layers < 1:
+                raise SpecError("medusa_num_heads", (self.medusa_heads, self.medusa_layers),
+                                "a Medusa head needs medusa_num_heads >= 1 and medusa_num_layers >= 1")
+        elif self.layer is None:
+            raise SpecError("config", None, f"a {self.kind} head needs its decoder layer's shape ([config])")
+        elif self.layer.d_model != self.target.d_model:
+            raise SpecError("hidden_size", self.layer.d_model,
+                            f"must equal the target's hidden size ({self.target.name}: {self.target.d_model})")
+        if self.draft_vocab > self.target.vocab_size:
+            raise SpecError("draft_vocab_size", self.draft_vocab,
+                            f"must be <= the target's vocabulary ({self.target.vocab_size})")
+
+    @property
+    def d_model(self) -> int:
+        return self.target.d_model
+
+    @property
+    def shares_target_head(self) -> bool:
+        """Drafts through the target's LM head (EAGLE-1/2, MTP): read every step, stored once, by the target."""
+        return self.kind in ("eagle", "mtp") and not self.draft_vocab
+
+    def as_model(self) -> ModelSpec:
+        """The head as the cost model prices a draft: its decoder layer(s), its input projections as
+        `extra_matmul_params`, and as LM head its own (EAGLE-3) or the target's (EAGLE-1/2, MTP); the
+        target's dtypes. Its embedding table is counted at the LM head's rows: heads share the
+        target's embedding, so memory on the target's GPU is a little over-counted (docs/cost-model.md).
+        Medusa has no decoder layer to price this way (TODO(issue 18): Medusa's residual blocks)."""
+        if self.kind == "medusa":
+            raise SpecError("draft", self.name, "Medusa heads are not priced as drafts yet (their parameter "
+                            "counts are: dfvg-dse models show); use an EAGLE, EAGLE-3 or MTP head")
+        d, base = self.d_model, self.layer
+        if self.kind == "mtp":
+            moe = dataclasses.replace(base.moe, dense_layers=0) if base.moe is not None else None
+            base = dataclasses.replace(base, n_layers=1, moe=moe, mtp_layers=0, sliding_layers=0)
+            extra, vocab = 2 * d * d, self.target.vocab_size
+        elif self.kind == "eagle":
+            extra, vocab = 2 * d * d, self.draft_vocab or self.target.vocab_size
+        else:  # EAGLE-3: fc over the fused features, and q/k/v's second (feature) half
+            extra = self.feature_layers * d * d + d * (base.n_heads + 2 * base.n_kv_heads) * base.head_dim
+            vocab = self.draft_vocab or self.target.vocab_size
+        return dataclasses.replace(
+            base, name=self.name, display_name=self.display_name or self.name, source=self.source, vocab_size=vocab,
+            tied_embeddings=False, weight_dtype=self.target.weight_dtype, kv_dtype=self.target.kv_dtype,
+            head_dtype=self.target.head_dtype, head_kind=self.kind, extra_matmul_params=extra,
+            feature_bytes_per_token=self.feature_layers * d * FEATURE_BYTES_PER_VALUE)

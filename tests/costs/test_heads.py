@@ -1,0 +1,190 @@
+"""Draft heads (issue 18): parameter counts against the tensors their checkpoints hold, enumerated
+name by name as the heads' own code builds them, and the head files' one-line errors."""
+
+import dataclasses
+import math
+
+import pytest
+
+from dfvg_dse.catalog import Catalog, CatalogError
+from dfvg_dse.costs.heads import features_up_bytes, head_param_counts
+from dfvg_dse.costs.work import param_counts
+
+
+def _llama_layer(prefix: str, d: int, heads: int, kv: int, head_dim: int, ffn: int, qkv_in: int,
+                 input_norm: bool = True) -> dict:
+    """The tensors of one llama decoder layer (transformers' names), q/k/v reading `qkv_in` values."""
+    tensors = {f"{prefix}.self_attn.q_proj.weight": (heads * head_dim, qkv_in),
+               f"{prefix}.self_attn.k_proj.weight": (kv * head_dim, qkv_in),
+               f"{prefix}.self_attn.v_proj.weight": (kv * head_dim, qkv_in),
+               f"{prefix}.self_attn.o_proj.weight": (d, heads * head_dim),
+               f"{prefix}.mlp.gate_proj.weight": (ffn, d), f"{prefix}.mlp.up_proj.weight": (ffn, d),
+               f"{prefix}.mlp.down_proj.weight": (d, ffn),
+               f"{prefix}.post_attention_layernorm.weight": (d,)}
+    if input_norm:
+        tensors[f"{prefix}.input_layernorm.weight"] = (d,)
+    return tensors
+
+
+def _count(tensors: dict) -> int:
+    return sum(math.prod(shape) for shape in tensors.values())
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return Catalog.open()
+
+
+def test_eagle3_llama_3_1_8b_counts_its_checkpoint_tensors(catalog):
+    """EAGLE-3's head (SafeAILab/EAGLE cnets.py; vLLM llama_eagle3.py): fc fuses three 4096-wide
+    features, the midlayer's q/k/v read [embedding; fused] (8192), hidden_norm beside input_layernorm,
+    a final norm and an lm_head over the 32,000-token draft vocabulary. d2t/t2d are index buffers
+    (not parameters); the embedding is the target's."""
+    d = 4096
+    tensors = {"fc.weight": (d, 3 * d), **_llama_layer("midlayer", d, 32, 8, 128, 14336, qkv_in=2 * d),
+               "midlayer.hidden_norm.weight": (d,), "norm.weight": (d,), "lm_head.weight": (32000, d)}
+    counts = head_param_counts(catalog.head("eagle3-llama-3.1-8b"))
+    assert counts.stored == _count(tensors) == 424_689_664
+    assert counts.own_head == 32000 * d and counts.shared_head == 0
+    assert counts.matmul_per_step == _count({k: v for k, v in tensors.items() if len(v) == 2})
+    assert counts.feature_values == 3 * d  # the issue's "3 x d_model x 2 bytes per accepted token"
+    assert features_up_bytes(catalog.head("eagle3-llama-3.1-8b"), 4) == 4 * 3 * d * 2
+
+
+def test_eagle_vicuna_7b_counts_its_checkpoint_tensors(catalog):
+    """EAGLE-1's head: fc = Linear(2d, d) with a bias, one layer without input_layernorm (index 0),
+    no final norm and no LM head of its own: 0.24B, as the EAGLE README lists it."""
+    d = 4096
+    tensors = {"fc.weight": (d, 2 * d), "fc.bias": (d,),
+               **_llama_layer("layers.0", d, 32, 32, 128, 11008, qkv_in=d, input_norm=False)}
+    head = catalog.head("eagle-vicuna-7b")
+    counts = head_param_counts(head)
+    assert counts.stored == _count(tensors) == 235_937_792
+    assert round(counts.stored / 1e9, 2) == 0.24
+    target = param_counts(catalog.model("vicuna-7b"))
+    assert counts.shared_head == target.head and counts.own_head == 0  # drafts through Vicuna's lm_head
+    assert counts.matmul_per_step == 2 * d * d + 4 * d * d + 3 * d * 11008 + target.head
+
+
+def test_medusa_vicuna_7b_counts_its_checkpoint_tensors(catalog):
+    """Medusa-1 (FasterDecoding/Medusa medusa_model.py): five heads, each a ResBlock (Linear d -> d with
+    a bias) and a Linear(d, 32000) without one."""
+    d, tensors = 4096, {}
+    for i in range(5):
+        tensors |= {f"{i}.0.linear.weight": (d, d), f"{i}.0.linear.bias": (d,), f"{i}.1.weight": (32000, d)}
+    head = catalog.head("medusa-vicuna-7b")
+    counts = head_param_counts(head)
+    assert counts.stored == _count(tensors) == 739_266_560
+    assert features_up_bytes(head, 7) == d * 2  # the last position's hidden state, once a round
+
+
+def test_deepseek_v3_mtp_is_the_models_own_module(catalog):
+    """The MTP head's stored count is the module `models show deepseek-v3` counts (13.46B with its
+    copies of the embedding and head: the card's 14B); every step multiplies by the shared head."""
+    target = catalog.model("deepseek-v3")
+    counts = head_param_counts(catalog.head("deepseek-v3-mtp"))
+    assert counts.stored == param_counts(target).mtp == 13_463_426_304
+    assert counts.shared_head == 129280 * 7168 and counts.feature_values == 7168
+    moe = target.moe  # one token's weights: eh_proj, MLA attention, router, 1 shared + 8 routed experts, head
+    experts = (moe.n_shared + moe.experts_per_token) * 3 * 7168 * moe.d_expert
+    assert counts.matmul_per_step > 2 * 7168 ** 2 + experts + counts.shared_head
+
+
+@pytest.mark.parametrize("edit, message", [
+    (("kind = \"eagle3\"", "kind = \"eagle9\""), "drafter.kind' = 'eagle9': allowed: eagle, eagle3, medusa, mtp"),
+    (("target = \"llama-3.1-8b\"", "target = \"llama-9b\""), "drafter.target: unknown model 'llama-9b'"),
+    (("hidden_size = 4096", "hidden_size = 2048"), "must equal the target's hidden size"),
+    (("vocab_size = 128256", "vocab_size = 32000"), "config.vocab_size' = 32000: must equal the target's"),
+    (("feature_layers = 3", "feature_layers = 40"), "feature_layers' = 40: must be in 1..32"),
+    (("feature_layers = 3", "feature_layers = \"3\""), "drafter.feature_layers' = '3': must be an integer"),
+    (("[drafter]", "[drafter]\nlayers = 2"), "drafter.layers' = 2: unknown key"),
+    (("draft_vocab_size = 32000", "draft_vocab_size = 0"), "config.draft_vocab_size' = 0: must be an integer >= 1"),
+])
+def test_a_bad_head_file_is_one_line(models_copy, edit, message):
+    path = models_copy / "heads" / "eagle3-llama-3.1-8b.toml"
+    path.write_text(path.read_text().replace(*edit))
+    with pytest.raises(CatalogError) as err:
+        Catalog.open(models_dir=models_copy).head("eagle3-llama-3.1-8b")
+    text = str(err.value)
+    assert "\n" not in text and str(path) in text and message in text, text
+
+
+def test_an_mtp_head_needs_a_target_with_a_module(models_copy):
+    path = models_copy / "heads" / "deepseek-v3-mtp.toml"
+    path.write_text(path.read_text().replace('target = "deepseek-v3"', 'target = "qwen3-8b"'))
+    with pytest.raises(CatalogError, match="has no multi-token-prediction module"):
+        Catalog.open(models_dir=models_copy).head("deepseek-v3-mtp")
+
+
+def test_models_heads_and_show_from_the_command_line(run):
+    listed = run("models", "heads", "--json")
+    assert listed.exit_code == 0, listed.output
+    import json
+    records = {r["name"]: r for r in json.loads(listed.stdout)}
+    assert {"eagle3-llama-3.1-8b", "eagle-vicuna-7b", "medusa-vicuna-7b", "deepseek-v3-mtp"} <= set(records)
+    assert records["eagle3-llama-3.1-8b"]["features_up_bytes_per_accepted_token"] == 3 * 4096 * 2
+    assert records["eagle3-llama-3.1-8b"]["weight_bytes_per_draft_step"] == 424_673_280 * 2
+    shown = run("models", "show", "eagle3-qwen3-8b")
+    assert shown.exit_code == 0 and "eagle3 head for qwen3-8b" in shown.stdout
+    missing = run("models", "show", "eagle3-nope")
+    assert missing.exit_code == 2 and "unknown model 'eagle3-nope'" in missing.output
+
+
+# -- heads priced as drafts ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["eagle3-llama-3.1-8b", "eagle-vicuna-7b", "eagle3-qwen3-8b", "deepseek-v3-mtp"])
+def test_a_head_as_a_model_multiplies_by_the_weights_its_tensors_hold(catalog, name):
+    """The cost model's view of a head (HeadSpec.as_model) multiplies every drafted token by exactly
+    the weights the tensor enumerations above count: its layer, its input projections, its LM head
+    (own or the target's); MoE heads by one token's share."""
+    head = catalog.head(name)
+    counts = param_counts(head.as_model())
+    assert counts.active_matmul == head_param_counts(head).matmul_per_step
+    assert head.as_model().feature_bytes_per_token == head_param_counts(head).feature_values * 2
+
+
+def test_a_head_streams_its_weights_once_per_draft_step(catalog):
+    """Bytes one step of the EAGLE-3 head streams: its matmul tensors (enumerated above) and norms
+    at the target's 2 bytes, never its embedding table (rows are gathered)."""
+    from dfvg_dse.costs.work import streamed_weight_bytes
+    head = catalog.head("eagle3-llama-3.1-8b")
+    streamed = float(streamed_weight_bytes(head.as_model(), 1))
+    assert streamed == pytest.approx(2 * head_param_counts(head).matmul_per_step, rel=1e-4)
+
+
+def test_estimate_prices_a_head_and_sends_its_features_up_the_link(run):
+    """EAGLE-3 for Qwen3-8B drafting on the V80: every accepted token sends 3 x 4096 x 2 B of target
+    features up (plus its 16-byte record); drafting on the GPU itself, nothing crosses a link."""
+    import json
+    args = ["estimate", "--target", "qwen3-8b", "--draft", "eagle3-qwen3-8b", "--verify-device", "rtx-4090",
+            "--acceptance", "0.8", "--tree", "chain:5", "--json"]
+    fpga = json.loads(run(*args, "--draft-device", "v80").stdout)
+    tokens = fpga["expected_tokens_per_round"]
+    assert fpga["link"]["up_bytes"] == pytest.approx(tokens * (16 + 3 * 4096 * 2), rel=1e-9)
+    assert fpga["link"]["down_bytes"] == pytest.approx(5 * 16)
+    gpu = json.loads(run(*args, "--draft-device", "rtx-4090").stdout)
+    assert gpu["link"] is None and gpu["expected_tokens_per_round"] == pytest.approx(tokens)
+    assert not any("vocabular" in w for w in gpu["warnings"])  # a 32,000-row draft vocabulary is the head's own
+    wrong = run("estimate", "--target", "qwen3-8b", "--draft", "eagle3-llama-3.1-8b", "--verify-device", "rtx-4090",
+                "--acceptance", "0.8")
+    assert wrong.exit_code == 2 and "drafts for llama-3.1-8b, not qwen3-8b" in wrong.output
+    medusa = run("estimate", "--target", "vicuna-7b", "--draft", "medusa-vicuna-7b", "--verify-device", "rtx-4090",
+                 "--acceptance", "0.8")
+    assert medusa.exit_code == 2 and medusa.output.count("\n") == 1 and "Medusa heads are not priced" in medusa.output
+
+
+def test_the_simulator_sends_the_same_features(catalog):
+    """The discrete-event simulator's link traffic for a head agrees with the closed form."""
+    from dfvg_dse.pipeline import estimate
+    from dfvg_dse.sim import simulate
+    from dfvg_dse.specs import AcceptanceProfile, DecodeConfig, SystemSpec
+    from dfvg_dse.tree import parse_tree_spec
+    target = catalog.model("qwen3-8b")
+    draft = catalog.draft("eagle3-qwen3-8b", "qwen3-8b")
+    system = SystemSpec(catalog.device("v80"), catalog.device("rtx-4090"), catalog.link("pcie-gen4-x16-host-staged"))
+    config = DecodeConfig(target, system, draft, AcceptanceProfile("a", (0.8,)), tree=parse_tree_spec("chain:4"))
+    closed, simulated = estimate(config), simulate(config, rounds=20000, seed=3)
+    assert simulated.tokens_per_s == pytest.approx(closed.tokens_per_s, rel=0.01)
+    no_features = DecodeConfig(target, system, dataclasses.replace(draft, feature_bytes_per_token=0),
+                               AcceptanceProfile("a", (0.8,)), tree=parse_tree_spec("chain:4"))
+    assert estimate(no_features).link["up_bytes"] < closed.link["up_bytes"] / 100
