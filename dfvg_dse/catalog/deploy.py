@@ -11,6 +11,7 @@ from dfvg_dse.specs.hardware import SpecError
 
 FIELDS = ("engine", "display_name", "cost_profile", "release")
 RELEASE_FIELDS = ("version", "trees", "max_batch", "draft_dtype", "checked", "source")
+OPTIONAL_RELEASE_FIELDS = ("head_methods",)  # draft-head kind -> the engine's method name (issue 18)
 
 
 def parse_engine_support(path: Path, data: dict) -> list[EngineSupport]:
@@ -29,16 +30,20 @@ def parse_engine_support(path: Path, data: dict) -> list[EngineSupport]:
     out: list[EngineSupport] = []
     for i, table in enumerate(releases):
         for key in table:
-            if key not in RELEASE_FIELDS:
+            if key not in RELEASE_FIELDS + OPTIONAL_RELEASE_FIELDS:
                 raise DataError(path, f"release[{i}].{key}", table[key],
-                                f"unknown field; allowed: {', '.join(RELEASE_FIELDS)}")
+                                f"unknown field; allowed: {', '.join(RELEASE_FIELDS + OPTIONAL_RELEASE_FIELDS)}")
+        methods = table.get("head_methods", {})
+        if not isinstance(methods, dict) or not all(isinstance(v, str) and v for v in methods.values()):
+            raise DataError(path, f"release[{i}].head_methods", methods,
+                            "must be a table of head kind = \"the engine's method name\"")
         missing = [k for k in RELEASE_FIELDS if k not in table]
         if missing:
             raise DataError(path, f"release[{i}].{missing[0]}", _MISSING, "required")
         try:
             out.append(EngineSupport(data["engine"], table["version"], data["display_name"], data["cost_profile"],
                                      table["trees"], table["max_batch"], table["draft_dtype"], table["checked"],
-                                     table["source"]))
+                                     table["source"], tuple(sorted(methods.items()))))
         except SpecError as err:
             raise DataError(path, f"release[{i}].{err.field}", err.value, err.allowed) from None
     versions = [r.version for r in out]

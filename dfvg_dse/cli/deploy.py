@@ -79,6 +79,11 @@ class _Pricer:
 
 def _engine_export(design: dict, fmt: str, support, pricer: _Pricer, options_file: str) -> dict:
     space, chosen = pricer.space(support.cost_profile)
+    kind = space.draft.head_kind  # the engines run heads through their own methods (eagle3, EAGLE3, NEXTN)
+    if kind and support.head_method(kind) is None:
+        raise InputError(f"--format {fmt}: the design drafts with the {kind} head '{chosen['draft']}', which "
+                         f"{support.display_name} {support.version} runs no method for here "
+                         "(hwdb/engine-support: head_methods); --format vllm or sglang export it")
     tree = TreeSpec(tuple(design["parents"]), tuple(design["ranks"]))
     realised, est = realise_and_price(space, tree, int(design["batch"]), design["verify_device"], support,
                                       chosen["target_dtype"], chosen["draft_dtype"])

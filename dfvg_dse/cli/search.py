@@ -141,6 +141,7 @@ def _design(row, space: SearchSpace, chosen: dict) -> dict:
               "verify_device": row["verify_device"], "link": dict((k, v.name) for k, v in space.links).get(
                   row["draft_device"]), "schedule": row["schedule"], "batch": int(row["batch"]),
               "family": row["family"], "depth": int(row["depth"]), "parents": parents, "ranks": ranks,
+              "drafter": space.draft.head_kind or "lm",
               "dynamic": row["family"] == "adapt", "trial": int(row["trial"]) if "trial" in row else None}
     for key in ("width", "budget", "threshold", "window_ratio", "fpga_pe_fraction", "fpga_clock_mhz"):
         if key in row and row[key] == row[key]:  # present and not NaN

@@ -60,7 +60,8 @@ def engine_dtype(target_dtype: str) -> str:
 
 
 def _vllm(names: dict, settings: dict, realised: dict) -> dict:
-    spec = {"method": "draft_model", "model": names["draft"], "num_speculative_tokens": realised["depth"]}
+    spec = {"method": names["method"] or "draft_model", **({"model": names["draft"]} if names["draft"] else {}),
+            "num_speculative_tokens": realised["depth"]}
     kwargs = {"model": names["target"], "dtype": settings["dtype"], "max_model_len": settings["max_len"],
               "max_num_seqs": realised["batch"], "tensor_parallel_size": settings["tensor_parallel"],
               "speculative_config": spec}
@@ -80,7 +81,8 @@ def _vllm(names: dict, settings: dict, realised: dict) -> dict:
 def _sglang(names: dict, settings: dict, realised: dict) -> dict:
     args = {"model_path": names["target"], "dtype": settings["dtype"], "context_length": settings["max_len"],
             "max_running_requests": realised["batch"], "tp_size": settings["tensor_parallel"],
-            "speculative_algorithm": "STANDALONE", "speculative_draft_model_path": names["draft"],
+            "speculative_algorithm": names["method"] or "STANDALONE",
+            **({"speculative_draft_model_path": names["draft"]} if names["draft"] else {}),
             "speculative_num_steps": realised["depth"], "speculative_eagle_topk": realised["topk"],
             "speculative_num_draft_tokens": realised["draft_tokens"] + 1}  # SGLang counts the root
     if settings.get("pipeline_parallel", 1) > 1:
@@ -156,7 +158,11 @@ def engine_config(design: dict, fmt: str, support=None, realised: dict | None = 
         return {"format": "dfvg-dse", **design, "choices": choices(design["parents"], design["ranks"])}
     if fmt not in WRITERS:
         raise ValueError(f"unknown format {fmt!r}")
-    names = {"target": hf_repo(design["target_source"]), "draft": hf_repo(design["draft_source"])}
+    kind = design.get("drafter", "lm")  # a draft model, or a draft head's kind (issue 18)
+    # an MTP module is the target's own: the engines load it from the target's checkpoint
+    names = {"target": hf_repo(design["target_source"]),
+             "draft": None if kind == "mtp" else hf_repo(design["draft_source"]),
+             "method": None if kind == "lm" else support.head_method(kind)}
     artefacts = WRITERS[fmt](names, settings, realised)
     return {"engine": fmt, "engine_version": support.version, "display_name": support.display_name,
             "checked": support.checked, "checked_source": support.source, **artefacts,

@@ -10,7 +10,9 @@ hwdb/engine-support/ENGINE.toml, each release checked against the engine's own c
   the pool, so at most topk + (num_steps - 1) x topk^2 draft tokens);
 - `max_batch`: the largest batch the engine's speculative mode serves (0: no limit of its own);
 - `draft_dtype`: `target` (the drafter runs in the target's dtype) or `own`;
-- `cost_profile`: the hwdb/engines profile that prices the engine's GPU forwards.
+- `cost_profile`: the hwdb/engines profile that prices the engine's GPU forwards;
+- `head_methods`: the method the release runs each kind of draft head with (vLLM `eagle3`, SGLang
+  `EAGLE3`; issue 18); a kind it has none for is not exported to it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from dfvg_dse.specs.drafter import HEAD_KINDS
 from dfvg_dse.specs.hardware import SpecError
 
 TREE_RULES = ("chain", "topk-pool")
@@ -45,6 +48,7 @@ class EngineSupport:
     draft_dtype: str
     checked: str  # what of the engine's code was run or read for this release
     source: str  # the primary document: the package and files at that release
+    head_methods: tuple[tuple[str, str], ...] = ()  # (draft-head kind, the engine's method name)
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -57,9 +61,16 @@ class EngineSupport:
             raise SpecError("draft_dtype", self.draft_dtype, f"allowed: {', '.join(DRAFT_DTYPES)}")
         if isinstance(self.max_batch, bool) or not isinstance(self.max_batch, int) or self.max_batch < 0:
             raise SpecError("max_batch", self.max_batch, "an integer >= 0 (0: no limit)")
+        for kind, method in self.head_methods:
+            if kind not in HEAD_KINDS:
+                raise SpecError(f"head_methods.{kind}", method, f"kinds: {', '.join(HEAD_KINDS)}")
         for name in ("display_name", "cost_profile", "checked", "source"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name).strip():
                 raise SpecError(name, getattr(self, name), "must be a non-empty string")
+
+    def head_method(self, kind: str) -> str | None:
+        """The method this release runs a draft head of `kind` with; None when it runs none."""
+        return dict(self.head_methods).get(kind)
 
     def batch(self, searched: int) -> int:
         """The batch this release serves of a design searched at `searched` sequences."""

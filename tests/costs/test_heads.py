@@ -188,3 +188,56 @@ def test_the_simulator_sends_the_same_features(catalog):
     no_features = DecodeConfig(target, system, dataclasses.replace(draft, feature_bytes_per_token=0),
                                AcceptanceProfile("a", (0.8,)), tree=parse_tree_spec("chain:4"))
     assert estimate(no_features).link["up_bytes"] < closed.link["up_bytes"] / 100
+
+
+def test_a_search_drafts_with_a_head_and_exports_it_by_the_engines_own_method(run, tmp_path):
+    """A head searched like a draft model (on the GPU and the V80) exports as the engines run heads:
+    vLLM's method 'eagle3' with the head's repository, SGLang's EAGLE3 (hwdb/engine-support
+    head_methods, read from the 0.33.0 and 0.5.23 wheels); an engine without a head method refuses in
+    one line and writes nothing, never a draft-model config."""
+    import json
+    searched = run("search", "--target", "qwen3-8b", "--draft", "eagle3-qwen3-8b", "--acceptance", "0.8",
+                   "--verify-device", "rtx-4090", "--draft-device", "rtx-4090", "--draft-device", "v80",
+                   "--results-dir", str(tmp_path), "--run-id", "h", "--json")
+    assert searched.exit_code == 0, searched.output
+    picks = json.loads(searched.stdout)["recommended"]
+    assert {p["draft_device"] for p in picks.values()} <= {"rtx-4090", "v80"}
+    vllm = json.loads(run("export", str(tmp_path / "h"), "--pick", "knee", "--format", "vllm", "--json").stdout)
+    spec = vllm["llm_kwargs"]["speculative_config"]
+    assert spec["method"] == "eagle3" and spec["model"] == "Tengyunw/qwen3_8b_eagle3"
+    sglang = json.loads(run("export", str(tmp_path / "h"), "--pick", "knee", "--format", "sglang", "--json").stdout)
+    assert sglang["server_args"]["speculative_algorithm"] == "EAGLE3"
+    refused = run("export", str(tmp_path / "h"), "--pick", "knee", "--format", "hf")
+    assert refused.exit_code == 2 and "eagle3 head 'eagle3-qwen3-8b'" in refused.output
+    assert not list((tmp_path / "h").glob("export-knee.hf*"))
+    ours = run("export", str(tmp_path / "h"), "--pick", "knee", "--format", "json", "--json")
+    assert ours.exit_code == 0 and json.loads(ours.stdout)["drafter"] == "eagle3"
+
+
+def test_an_mtp_head_exports_without_a_draft_model(run, tmp_path):
+    """DeepSeek-V3's MTP module is the target's own: vLLM's 'mtp' and SGLang's NEXTN take no draft path."""
+    import json
+    searched = run("search", "--target", "deepseek-v3", "--draft", "deepseek-v3-mtp", "--acceptance", "0.8",
+                   "--verify-device", "8xh200", "--draft-device", "8xh200", "--results-dir", str(tmp_path),
+                   "--run-id", "m", "--json")
+    assert searched.exit_code == 0, searched.output
+    vllm = json.loads(run("export", str(tmp_path / "m"), "--format", "vllm", "--json").stdout)
+    assert vllm["llm_kwargs"]["speculative_config"]["method"] == "mtp"
+    assert "model" not in vllm["llm_kwargs"]["speculative_config"]
+    sglang = json.loads(run("export", str(tmp_path / "m"), "--format", "sglang", "--json").stdout)["server_args"]
+    assert sglang["speculative_algorithm"] == "NEXTN" and "speculative_draft_model_path" not in sglang
+
+
+@pytest.mark.parametrize("methods, message", [
+    ('{ eagle4 = "eagle4" }', "head_methods.eagle4' = 'eagle4': kinds: eagle, eagle3, medusa, mtp"),
+    ('{ eagle3 = 3 }', "must be a table of head kind"),
+    ('"eagle3"', "must be a table of head kind"),
+])
+def test_a_bad_head_method_is_one_line(hwdb_copy, methods, message):
+    path = hwdb_copy / "engine-support" / "vllm.toml"
+    text = path.read_text()
+    start = text.index("head_methods = ")
+    path.write_text(text[:start] + f"head_methods = {methods}" + text[text.index("\n", start):])
+    with pytest.raises(CatalogError) as err:
+        Catalog.open(hwdb_dir=hwdb_copy).engine_support("vllm", None)
+    assert "\n" not in str(err.value) and message in str(err.value) and str(path) in str(err.value), str(err.value)

@@ -148,3 +148,56 @@ def test_sglangs_own_selection_equals_the_rule_we_price(steps, topk, tokens):
     tree = topk_pool_tree(RANKED, steps, topk, tokens)
     assert sglang_selection(RANKED, steps, topk, tokens + 1) == pytest.approx(
         sorted(_scores(RANKED, list(tree.parents), list(tree.ranks))), abs=1e-12)
+
+
+@pytest.fixture(scope="module")
+def head_export(tmp_path_factory, tiny):
+    """The knee of a search drafting with the EAGLE-3 head of Qwen3-8B, exported for vLLM and SGLang,
+    and a tiny EAGLE-3 head folder (its config, llama layout, the tiny target's widths) for its repository."""
+    import json
+    from click.testing import CliRunner
+    from dfvg_dse.cli import cli
+    runs = tmp_path_factory.mktemp("head-runs")
+    runner = CliRunner()
+    assert runner.invoke(cli, ["search", "--target", "qwen3-8b", "--draft", "eagle3-qwen3-8b", "--acceptance", "0.8",
+                               "--results-dir", str(runs), "--run-id", "h"]).exit_code == 0
+    exports = {f: json.loads(runner.invoke(cli, ["export", str(runs / "h"), "--format", f, "--json"]).stdout)
+               for f in ("vllm", "sglang")}
+    head = tmp_path_factory.mktemp("tiny-head")
+    (head / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": 64,
+        "intermediate_size": 128, "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 16, "vocab_size": 256, "draft_vocab_size": 128, "max_position_embeddings": 4096,
+        "rms_norm_eps": 1e-6, "torch_dtype": "bfloat16", "tie_word_embeddings": False}))
+    return exports, {**tiny, "Tengyunw/qwen3_8b_eagle3": str(head)}
+
+
+def test_vllm_builds_an_eagle3_config_from_a_head_export(head_export, monkeypatch):
+    monkeypatch.setenv("VLLM_TARGET_DEVICE", "cpu")
+    pytest.importorskip("vllm")
+    from vllm.config import ParallelConfig
+    from vllm.engine.arg_utils import EngineArgs
+
+    exports, local = head_export
+    export = exports["vllm"]
+    kwargs = {k: local.get(v, v) for k, v in export["llm_kwargs"].items() if k != "speculative_config"}
+    spec = {k: local.get(v, v) for k, v in export["llm_kwargs"]["speculative_config"].items()}
+    engine_args = EngineArgs(**kwargs, speculative_config=spec)
+    engine_args.skip_tokenizer_init = True
+    speculative = engine_args.create_speculative_config(engine_args.create_model_config(), ParallelConfig())
+    assert speculative.method == "eagle3" and speculative.num_speculative_tokens == export["realised"]["depth"]
+
+
+def test_sglang_resolves_an_eagle3_launch_command(head_export):
+    pytest.importorskip("sglang")
+    from sglang.srt.arg_groups.model_override_base import resolved_view
+    from sglang.srt.arg_groups.pipeline import run_resolution_pipeline
+    from sglang.srt.server_args import prepare_server_args
+
+    exports, local = head_export
+    export = exports["sglang"]
+    server_args = prepare_server_args(_local(shlex.split(export["command"])[3:], local) + ["--device", "cpu"])
+    run_resolution_pipeline(server_args)
+    view, realised = resolved_view(server_args), export["realised"]
+    assert str(view.speculative_algorithm).upper().endswith("EAGLE3")
+    assert (view.speculative_num_steps, view.speculative_eagle_topk) == (realised["depth"], realised["topk"])
