@@ -18,7 +18,7 @@ def run():
     return invoke
 
 
-COMMANDS = [[], ["hw"], ["hw", "list"], ["hw", "show"], ["models"], ["models", "list"], ["models", "show"], ["models", "heads"],
+COMMANDS = [[], ["hw"], ["hw", "list"], ["hw", "show"], ["models"], ["models", "list"], ["models", "show"], ["models", "heads"], ["drafters"],
             ["models", "import"], ["cost"], ["tree"], ["tree", "expected"], ["tree", "optimize"], ["tree", "show"],
             ["tree", "dynamic"], ["acceptance"], ["acceptance", "list"], ["acceptance", "show"], ["acceptance", "fit"],
             ["acceptance", "verify"], ["estimate"], ["compare"], ["sensitivity"], ["search"], ["sweep"], ["pareto"],

@@ -13,6 +13,8 @@ cli.lazy_commands = {
     "compare": ("pipeline",
                 "Every scenario side by side (ar, sps, specinfer, duodecoding, dovetail, amusd, dfvg) and DFVG's ablation."),
     "cost": ("hardware", "Time of one forward pass on one device (or a group of GPUs): bound, FLOPs, bytes and memory fit"),
+    "drafters": ("drafters",
+                 "Each drafter (draft model or head) on the target's GPU, a second GPU and the FPGA, side by side."),
     "engines": ("engines", "Serving-engine profiles: kernel efficiencies and overheads fitted to published measurements."),
     "estimate": ("pipeline",
                  "Tokens/s, J/token and stage breakdown of one design (tree or dynamic rule, placement, schedule)."),

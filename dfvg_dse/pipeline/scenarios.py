@@ -132,6 +132,16 @@ def scenario(setup: Setup, name: str, baseline: float | None = None, rounds: int
     raise ValueError(f"unknown scenario {name!r}")
 
 
+PLACEMENTS = ("sps", "amusd", "dfvg")  # a drafter on the target's GPU, on a second GPU, on the FPGA
+
+
+def placements(setup: Setup, rounds: int = 20000) -> dict[str, Estimate]:
+    """AR and the setup's drafter in each placement (issue 18: which drafter on which device wins)."""
+    ar = scenario(setup, "ar", None, rounds)
+    baseline = ar.tokens_per_s if ar.feasible else None
+    return {"ar": ar, **{name: scenario(setup, name, baseline, rounds) for name in PLACEMENTS}}
+
+
 def compare(setup: Setup, rounds: int = 20000) -> dict[str, Estimate]:
     """Every scenario and every ablation step, speedups against AR on the setup's GPU."""
     ar = scenario(setup, "ar", None, rounds)

@@ -241,3 +241,24 @@ def test_a_bad_head_method_is_one_line(hwdb_copy, methods, message):
     with pytest.raises(CatalogError) as err:
         Catalog.open(hwdb_dir=hwdb_copy).engine_support("vllm", None)
     assert "\n" not in str(err.value) and message in str(err.value) and str(path) in str(err.value), str(err.value)
+
+
+def test_drafters_places_each_drafter_and_agrees_with_compare(run):
+    """`drafters` is compare's sps, amusd and dfvg rows for each drafter, side by side: the same numbers
+    as `compare` for that drafter, and the winner is the fastest feasible placement."""
+    import json
+    table = json.loads(run("drafters", "--target", "qwen3-8b", "--drafter", "qwen3-0.6b=0.8",
+                           "--drafter", "eagle3-qwen3-8b=0.8", "--json").stdout)
+    rows = {r["drafter"]: r for r in table["drafters"]}
+    for name, row in rows.items():
+        compared = {s["name"]: s for s in json.loads(run("compare", "--target", "qwen3-8b", "--draft", name,
+                                                         "--acceptance", "0.8", "--json").stdout)["scenarios"]}
+        for placement in ("sps", "amusd", "dfvg"):
+            assert row[placement]["tokens_per_s"] == pytest.approx(compared[placement]["tokens_per_s"], rel=1e-9)
+        speeds = {p: row[p]["tokens_per_s"] for p in ("sps", "amusd", "dfvg")}
+        assert row["fastest"] == max(speeds, key=speeds.get)
+    assert rows["eagle3-qwen3-8b"]["kind"] == "eagle3" and rows["qwen3-0.6b"]["kind"] == "lm"
+    # a one-layer head on the GPU beats the 28-layer model there, at equal acceptance
+    assert rows["eagle3-qwen3-8b"]["sps"]["tokens_per_s"] > rows["qwen3-0.6b"]["sps"]["tokens_per_s"]
+    bad = run("drafters", "--target", "qwen3-8b", "--drafter", "=0.8")
+    assert bad.exit_code == 2 and "give NAME or NAME=ACCEPTANCE" in bad.output
