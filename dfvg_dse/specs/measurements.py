@@ -35,6 +35,9 @@ METHOD_DRAFTERS = {"chain": "model", "sequoia": "model", "specinfer": "model",
 # vocabulary from a 32,000-token draft vocabulary (draft_vocab_size 32000 in the config.json of
 # yuhuili/EAGLE3-LLaMA3.1-Instruct-8B, https://huggingface.co/yuhuili/EAGLE3-LLaMA3.1-Instruct-8B).
 HEAD_DRAFT_VOCAB = {"eagle3": 32000}
+# The draft-head kind (specs/drafter.py) each EAGLE method's head is: EAGLE-2 and SAM-Decoding's
+# fallback run EAGLE-1's head. Medusa and Hydra are priced as one layer and the LM head (fidelity.py).
+METHOD_HEAD_KINDS = {"eagle": "eagle", "eagle2": "eagle", "samd-eagle2": "eagle", "eagle3": "eagle3"}
 
 
 @dataclass(frozen=True)

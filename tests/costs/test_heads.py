@@ -262,3 +262,13 @@ def test_drafters_places_each_drafter_and_agrees_with_compare(run):
     assert rows["eagle3-qwen3-8b"]["sps"]["tokens_per_s"] > rows["qwen3-0.6b"]["sps"]["tokens_per_s"]
     bad = run("drafters", "--target", "qwen3-8b", "--drafter", "=0.8")
     assert bad.exit_code == 2 and "give NAME or NAME=ACCEPTANCE" in bad.output
+
+
+def test_the_speculative_checks_price_eagle_heads_in_their_published_layout(catalog):
+    """validate --anchors prices an EAGLE-3 row's head as the shipped head file counts it (the tensors
+    enumerated above), and an EAGLE-2 row's as EAGLE-1's layout over Vicuna's widths."""
+    from dfvg_dse.validation.fidelity import head_model
+    eagle3 = head_model(catalog.model("llama-3.1-8b"), "eagle3")
+    assert param_counts(eagle3).matmul == head_param_counts(catalog.head("eagle3-llama-3.1-8b")).matmul_per_step
+    eagle2 = head_model(catalog.model("vicuna-7b"), "eagle2")
+    assert param_counts(eagle2).matmul == head_param_counts(catalog.head("eagle-vicuna-7b")).matmul_per_step
