@@ -227,7 +227,7 @@ def read_manifest(path: Path) -> dict:
         if table in manifest and not isinstance(manifest[table], dict):
             raise InputError(f"{manifest_path}: {table} must be an object")
     cost = manifest.get("space", {}).get("cost", DEFAULT_COST)
-    if cost not in COSTS:
+    if not isinstance(cost, str) or cost not in COSTS:
         raise InputError(f"{manifest_path}: space.cost = {str(cost)[:40]!r}: allowed: {', '.join(COSTS)}")
     return manifest
 

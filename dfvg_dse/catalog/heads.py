@@ -128,4 +128,4 @@ class HeadLookup:
         try:
             return head.as_model()
         except SpecError as err:
-            raise InputError(f"--draft {name}: {err.allowed}") from None
+            raise InputError(f"draft head '{name}': {err.allowed}") from None

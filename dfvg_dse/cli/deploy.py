@@ -94,7 +94,8 @@ def _engine_export(design: dict, fmt: str, support, pricer: _Pricer, options_fil
                 "tensor_parallel": group.tensor if group else 1, "pipeline_parallel": group.pipeline if group else 1,
                 "expert_parallel": group.expert if group and space.target.moe is not None else 1,
                 "options_file": options_file}
-    return engine_config(design, fmt, support, record, settings)
+    # the drafter as the run's space has it (a --trial design carries no kind of its own)
+    return engine_config({**design, "drafter": kind or "lm"}, fmt, support, record, settings)
 
 
 def _out_path(path: Path, name: str, fmt: str, output: str | None) -> Path:
@@ -144,6 +145,15 @@ def export_cmd(ctx, run, pick, trial, fmt, engine_version, output, as_json):
     catalog = catalog_of(ctx)
     releases = {f: catalog.engine_support(f, engine_version) for f in formats if f != "json"}
     pricer = _Pricer(ctx, path, manifest) if releases else None
+    kind = (pricer.space(next(iter(releases.values())).cost_profile)[0].draft.head_kind or "lm") \
+        if pricer is not None and releases else "lm"  # one run, one drafter
+    if fmt == "all" and kind != "lm":  # every engine that runs the head; the others said once
+        skipped = [f for f, r in releases.items() if r.head_method(kind) is None]
+        if skipped:
+            click.echo(f"warning: --format all: {', '.join(releases[f].display_name for f in skipped)} run no "
+                       f"method for {kind} heads here: not exported", err=True)
+        formats = tuple(f for f in formats if f not in skipped)
+        releases = {f: r for f, r in releases.items() if f not in skipped}
     configs = []  # every export is built before any is written: a refusal leaves no partial set
     for name, design in designs:
         for f in formats:

@@ -15,8 +15,8 @@ PLACEMENT_WORDS = {"sps": "on the target's GPU", "amusd": "on a second GPU", "df
 
 def _drafter_and_acceptance(text: str, default: str | None) -> tuple[str, str | None]:
     """NAME or NAME=SPEC (an acceptance SPEC for this drafter alone)."""
-    name, _, spec = text.partition("=")
-    if not name:
+    name, equals, spec = text.partition("=")
+    if not name or (equals and not spec):
         raise InputError(f"--drafter {text!r}: give NAME or NAME=ACCEPTANCE (e.g. eagle3-qwen3-8b=0.85)")
     return name, spec or default
 
@@ -57,11 +57,15 @@ def drafters_cmd(ctx, target, drafters, acceptance_spec, gpu, fpga, second_gpu, 
 
     def cell(record: dict) -> str:
         return f"{record['tokens_per_s']:.1f} ({record['j_per_token']:.3f} J)" if record["feasible"] else "infeasible"
-    ar = rows[0]["ar"]
-    click.echo(f"{target} on {gpu} (AR {ar['tokens_per_s']:.1f} tokens/s, {ar['j_per_token']:.3f} J/token); "
-               f"tokens/s (J/token) of each drafter's best chain or tree, batch {batch}, context {context}")
+    ar = rows[0]["ar"]  # the target alone: the same for every drafter
+    baseline = f"AR {ar['tokens_per_s']:.1f} tokens/s, {ar['j_per_token']:.3f} J/token" if ar["feasible"] else \
+        f"AR infeasible: {ar['reason']}"
+    click.echo(f"{target} on {gpu} ({baseline}); tokens/s (J/token) of each drafter's best chain or tree, "
+               f"batch {batch}, context {context}")
     emit_table([[r["drafter"], r["kind"], r["acceptance"], *(cell(r[k]) for k in PLACEMENTS),
-                 f"{PLACEMENT_WORDS[r['fastest']]} ({r[r['fastest']]['speedup_vs_ar']:.2f}x)" if r["fastest"] else "-",
+                 (PLACEMENT_WORDS[r["fastest"]] + (f" ({r[r['fastest']]['speedup_vs_ar']:.2f}x)"
+                                                   if r[r["fastest"]].get("speedup_vs_ar") else ""))
+                 if r["fastest"] else "-",
                  PLACEMENT_WORDS[r["fewest_joules"]] if r["fewest_joules"] else "-"] for r in rows],
                ["drafter", "kind", "acceptance", f"on {gpu}", "on a second GPU", f"on {fpga}", "fastest",
                 "fewest J/token"])

@@ -405,6 +405,9 @@ def sensitivity_cmd(ctx, vary, preset, pair, values, gpu, verify_tp, verify_pp, 
     raw = [v.strip() for v in (values or defaults[vary]).split(",")]
     models = None
     if vary == "target":
+        if setup.draft.head_kind:  # a head reads its own target's hidden states: no other target
+            raise InputError(f"--vary target: the draft '{setup.draft.name}' is a head ({setup.draft.head_kind}) of {setup.target.name}; "
+                             "a head drafts only for its own target (vary batch, acceptance or link-latency)")
         catalog = catalog_of(ctx)
         models = {name: catalog.model(name).served_in(None, p["target_dtype"]) for name in raw}
         xs = raw

@@ -220,7 +220,8 @@ def search_cmd(ctx, study, target, draft, acceptance, verify_device, draft_devic
             raise InputError(f"--resume: the study file or flags differ from those run '{run_id}' started with; "
                              "resume with the same ones, or with none")
         if saved is not None:  # a manifest may be old or edited by hand: its study is checked like a file
-            if not isinstance(saved, dict) or not isinstance(saved.get("study", {}), dict):
+            if not isinstance(saved, dict) or not isinstance(saved.get("study", {}), dict) or \
+                    not isinstance(saved.get("cost", ""), str):
                 raise InputError(f"{base / run_id / 'manifest.json'}: request: not a saved search request")
             if saved.get("study"):  # {} when the run was started without --study (the shipped defaults)
                 saved = {**saved, "study": check_study(base / run_id / "manifest.json", saved["study"],

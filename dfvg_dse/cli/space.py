@@ -59,8 +59,11 @@ def search_space(ctx, request: dict, catalog=None) -> tuple[SearchSpace, dict]:
     target_model = from_study(key("models", "target", target), catalog.model, chosen["target"]) \
         .served_in(models.get("target_dtype"), DEFAULTS["target_dtype"])
     chosen["target_dtype"] = target_model.weight_dtype
-    draft_model = from_study(key("models", "draft", draft), catalog.draft, chosen["draft"], target_model.name) \
-        .with_dtypes(chosen["draft_dtype"], chosen["draft_dtype"])
+    draft_model = from_study(key("models", "draft", draft), catalog.draft, chosen["draft"], target_model.name)
+    if draft_model.head_kind and "draft_dtype" not in models:  # a head runs in its target's dtypes
+        chosen["draft_dtype"] = draft_model.weight_dtype
+    else:
+        draft_model = draft_model.with_dtypes(chosen["draft_dtype"], chosen["draft_dtype"])
     verifiers = tuple(from_study(key("hardware", "verify_devices", verify, i), catalog.device, n)
                       for i, n in enumerate(chosen["verify_devices"]))
     drafters = tuple(from_study(key("hardware", "draft_devices", drafts, i), catalog.device, n)

@@ -32,6 +32,7 @@ from dfvg_dse.pipeline.rounds import static_tokens_and_hit
 from dfvg_dse.pipeline.schedule import overlap_cycle
 from dfvg_dse.specs import (AcceptanceProfile, AdaptRule, DecodeConfig, DeviceSpec, InputError, LinkSpec, ModelSpec,
                             SystemSpec, TreeSpec)
+from dfvg_dse.specs.decoding import HEAD_OVERLAP
 from dfvg_dse.specs.objectives import COSTS, DEFAULT_COST, SPEED, cost_objective
 from dfvg_dse.tree import check_sequoia, chain, dp_tree, greedy_tree, kary, sequences, sequoia_dp
 
@@ -70,8 +71,8 @@ class SearchSpace:
     cost: str = DEFAULT_COST  # the minimised objective (specs/objectives.py): j_per_token or usd_per_mtoken
 
     def __post_init__(self) -> None:
-        if self.cost not in COSTS:
-            raise InputError(f"cost objective {self.cost!r}: allowed: {', '.join(COSTS)}")
+        if not isinstance(self.cost, str) or self.cost not in COSTS:
+            raise InputError(f"cost objective {str(self.cost)[:40]!r}: allowed: {', '.join(COSTS)}")
         if "optimal" in self.families:  # the grid runs Sequoia's DP at the largest budget, every depth
             check_sequoia(self.acceptance, max(self.budgets), max(self.depths))
 
@@ -273,6 +274,8 @@ def evaluate_points(space: SearchSpace, shapes: list[Shape], drafts: list[Device
         why = np.where(c_mem > 0, f"model and KV cache do not fit '{verifier.name}' / '{drafter.name}'", why)
         why = np.where(c_width > 0, f"a level is wider than the {lanes} lanes of '{drafter.name}'", why)
         why = np.where((k > 0) & same, "overlap needs two devices", why)
+        if space.draft.head_kind:
+            why = np.where(k > 0, HEAD_OVERLAP, why)
         if not same and link is None:
             why[:] = f"no link from '{drafter.name}' to '{verifier.name}' in the space"
         reason[m] = why

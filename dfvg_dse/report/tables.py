@@ -141,7 +141,7 @@ def head_record(entry) -> dict:
             "feature_layers": spec.feature_layers, "feature_values_per_token": counts.feature_values,
             # Medusa reads the last position's hidden state once a round; the others every accepted token's
             ("features_up_bytes_per_round" if spec.kind == "medusa" else "features_up_bytes_per_accepted_token"):
-                features_up_bytes(spec, 1),
+                int(features_up_bytes(spec, 1)),
             "draft_vocab": spec.draft_vocab or spec.target.vocab_size}
 
 

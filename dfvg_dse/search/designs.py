@@ -22,6 +22,7 @@ from dfvg_dse.pipeline.grid import (SCHEDULE_CHOICES, Grid, SearchSpace, adapt_e
                                     build_shapes, evaluate_grid, evaluate_points, fpga_variant,
                                     shape_key, unpriced_reason)
 from dfvg_dse.specs import DecodeConfig, SystemSpec
+from dfvg_dse.specs.decoding import HEAD_OVERLAP
 from dfvg_dse.specs.objectives import cost_objective
 from dfvg_dse.tree import greedy_tree
 
@@ -182,7 +183,8 @@ def evaluate_point(space: SearchSpace, point: dict) -> dict:
     ev, at = _static_evaluation(space, point, drafter, verify_idx, index)
     record = {name: _number(value[at]) for name, value in ev._asdict().items() if name not in ("feasible", "reason")}
     record["feasible"], record["reason"] = bool(ev.feasible[at]), str(ev.reason[at])
-    placement = 1.0 if any(why in record["reason"] for why in ("two devices", "no link", "no price")) else -1.0
+    placement = 1.0 if any(why in record["reason"] for why in ("two devices", "no link", "no price", "draft head"))\
+        else -1.0
     record["constraints"] = (record["constraint_width"], record["constraint_memory_bytes"] / 1e9, placement)
     record["parents"], record["ranks"] = list(shapes[index].parents), list(shapes[index].ranks)
     return record
@@ -193,6 +195,14 @@ def _infeasible(reason: str, constraints: tuple, **extra) -> dict:
     return {"feasible": False, "reason": reason, "tokens_per_s": INFEASIBLE_VALUES[0],
             "tokens_per_s_per_sequence": INFEASIBLE_VALUES[0], "j_per_token": INFEASIBLE_VALUES[1],
             "usd_per_mtoken": INFEASIBLE_VALUES[1], "constraints": constraints, **extra}
+
+
+def _priced(space: SearchSpace, est, drafter, verifier, width_over: float) -> dict:
+    """Feasibility of an evaluated ADAPT design: infeasible, its numbers kept, when dollars are the
+    objective and a device has no price (as static designs are)."""
+    if est.energy.usd_per_mtoken is None and cost_objective(space.cost).needs_price:
+        return {"feasible": False, "reason": unpriced_reason(drafter, verifier), "constraints": (width_over, -1.0, 1.0)}
+    return {"feasible": True, "reason": "", "constraints": (width_over, -1.0, -1.0)}
 
 
 def _number(value) -> float | None:
@@ -207,6 +217,8 @@ def _evaluate_adapt(space: SearchSpace, point: dict, drafter, verifier) -> dict:
     rule = adapt_rule(space, drafter, verifier, point["batch"], point["width"], point["budget"], point["threshold"],
                       point["window_ratio"], point["temperature"], point["depth"])
     link = None if drafter.name == verifier.name else space.link_for(drafter)
+    if space.draft.head_kind and point["schedule"] != "sequential":
+        return _infeasible(HEAD_OVERLAP, (-1.0, -1.0, 1.0))
     if drafter.name != verifier.name and link is None:
         return _infeasible(f"no link from '{drafter.name}' to '{verifier.name}' in the space", (-1.0, -1.0, 1.0))
     config = DecodeConfig(space.target, SystemSpec(drafter, verifier, link), space.draft, space.acceptance,
@@ -220,8 +232,6 @@ def _evaluate_adapt(space: SearchSpace, point: dict, drafter, verifier) -> dict:
         memory = 1.0 if "GB" in est.reason else -1.0
         placement = 1.0 if "two devices" in est.reason else -1.0
         return _infeasible(est.reason, (width_over, memory, placement), constraint_width=width_over)
-    if est.energy.usd_per_mtoken is None and cost_objective(space.cost).needs_price:
-        return _infeasible(unpriced_reason(drafter, verifier), (width_over, -1.0, 1.0), constraint_width=width_over)
     levels = max(1, sum(1 for w in est.level_widths if w > 0.5))
     tree = greedy_tree(space.acceptance, max(1, int(round(est.draft_nodes_per_round))), levels, rule.k_max)
     return {"tokens_per_s": est.tokens_per_s, "tokens_per_s_per_sequence": est.tokens_per_s / point["batch"],
@@ -231,8 +241,7 @@ def _evaluate_adapt(space: SearchSpace, point: dict, drafter, verifier) -> dict:
             "expected_tokens_per_round": est.expected_tokens_per_round,
             "draft_time_s": est.stages["draft"]["time_s"], "verify_time_s": est.stages["verify"]["time_s"],
             "link_time_s": est.link["time_s"] if est.link else 0.0, "min_depth": rule.min_depth,
-            "constraint_width": width_over, "feasible": True, "reason": "",
-            "constraints": (width_over, -1.0, -1.0),
+            "constraint_width": width_over, **_priced(space, est, drafter, verifier, width_over),
             # its expected shape as a static tree, for exports to engines that take one
             "parents": list(tree.parents), "ranks": list(tree.ranks)}
 

@@ -258,6 +258,12 @@ class DuoRule:
 SCHEDULES = ("ar", "sequential", "overlap")
 
 
+# A draft head conditions on the target's hidden states of the tokens a verification accepts, so its
+# next round cannot start before that verification ends (issue 18)
+HEAD_OVERLAP = ("a draft head reads the target's features of the tokens just verified: it drafts after "
+                "verification, not during it (schedule sequential)")
+
+
 @dataclass(frozen=True)
 class DecodeConfig:
     """One decoding design: which models run where, which tree, which schedule (docs/pipeline.md).
@@ -303,3 +309,5 @@ class DecodeConfig:
             raise SpecError("attention_efficiency", self.attention_efficiency, "must be in (0, 1]")
         if self.sync_s < 0:
             raise SpecError("sync_s", self.sync_s, "must be >= 0")
+        if self.schedule == "overlap" and getattr(self.draft, "head_kind", ""):
+            raise SpecError("schedule", self.schedule, HEAD_OVERLAP)

@@ -30,6 +30,15 @@ FC_BIAS_DEFAULT = {"eagle": True, "eagle3": False, "medusa": True, "mtp": False}
 FEATURE_BYTES_PER_VALUE = 2  # hidden states cross the link in 16 bits, as the target computes them
 
 
+def one_layer_of(model: ModelSpec) -> ModelSpec:
+    """One decoder layer of `model` as a model: its last kind (an MoE layer where it has experts), no
+    MTP module."""
+    moe = dataclasses.replace(model.moe, dense_layers=0) if model.moe is not None else None
+    # alternating windows (gpt-oss): a full-attention layer; a window on every layer (Mistral) stays
+    window = 0 if model.sliding_layers else model.sliding_window
+    return dataclasses.replace(model, n_layers=1, moe=moe, mtp_layers=0, sliding_layers=0, sliding_window=window)
+
+
 @dataclass(frozen=True)
 class HeadSpec:
     """A draft head for `target`. `layer` is the shape of its decoder layers (a ModelSpec whose
@@ -90,9 +99,7 @@ class HeadSpec:
                             "counts are: dfvg-dse models show); use an EAGLE, EAGLE-3 or MTP head")
         d, base = self.d_model, self.layer
         if self.kind == "mtp":
-            moe = dataclasses.replace(base.moe, dense_layers=0) if base.moe is not None else None
-            base = dataclasses.replace(base, n_layers=1, moe=moe, mtp_layers=0, sliding_layers=0)
-            extra, vocab = 2 * d * d, self.target.vocab_size
+            base, extra, vocab = one_layer_of(base), 2 * d * d, self.target.vocab_size
         elif self.kind == "eagle":
             extra, vocab = 2 * d * d, self.draft_vocab or self.target.vocab_size
         else:  # EAGLE-3: fc over the fused features, and q/k/v's second (feature) half

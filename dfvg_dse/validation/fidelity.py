@@ -14,7 +14,7 @@ from dfvg_dse.costs.forward import device_forward_cost
 from dfvg_dse.costs.stages import tree_draft_time_s, tree_verify_cost
 from dfvg_dse.specs import DeviceSpec, ModelSpec
 from dfvg_dse.specs.engines import EngineProfile
-from dfvg_dse.specs.drafter import FC_BIAS_DEFAULT, FEATURE_LAYERS_DEFAULT, HeadSpec
+from dfvg_dse.specs.drafter import FC_BIAS_DEFAULT, FEATURE_LAYERS_DEFAULT, HeadSpec, one_layer_of
 from dfvg_dse.specs.measurements import (HEAD_DRAFT_VOCAB, METHOD_DRAFTERS, METHOD_HEAD_KINDS, ForwardMeasurement, MeasurementSource,
                                          SpeculativeResult)
 from dfvg_dse.specs.parallel import group_name
@@ -113,10 +113,10 @@ def head_model(target: ModelSpec, method: str) -> ModelSpec:
     kind = METHOD_HEAD_KINDS.get(method)
     if kind is not None:
         return HeadSpec(name=f"{target.name}-{method}", kind=kind, target=target,
-                        layer=dataclasses.replace(target, n_layers=1), feature_layers=FEATURE_LAYERS_DEFAULT[kind],
+                        layer=one_layer_of(target), feature_layers=FEATURE_LAYERS_DEFAULT[kind],
                         fc_bias=FC_BIAS_DEFAULT[kind], draft_vocab=HEAD_DRAFT_VOCAB.get(method, 0)).as_model()
     vocab = min(target.vocab_size, HEAD_DRAFT_VOCAB.get(method, target.vocab_size))
-    return dataclasses.replace(target, n_layers=1, vocab_size=vocab, name=f"{target.name}-{method}")
+    return dataclasses.replace(one_layer_of(target), vocab_size=vocab, name=f"{target.name}-{method}")
 
 
 def speculative_prediction(row: SpeculativeResult, target: ModelSpec, draft: ModelSpec | None,

@@ -92,7 +92,7 @@ def test_deepseek_v3_mtp_is_the_models_own_module(catalog):
 
 @pytest.mark.parametrize("edit, message", [
     (("kind = \"eagle3\"", "kind = \"eagle9\""), "drafter.kind' = 'eagle9': allowed: eagle, eagle3, medusa, mtp"),
-    (("target = \"llama-3.1-8b\"", "target = \"llama-9b\""), "drafter.target: unknown model 'llama-9b'"),
+    (("target = \"llama-3.1-8b-instruct\"", "target = \"llama-9b\""), "drafter.target: unknown model 'llama-9b'"),
     (("hidden_size = 4096", "hidden_size = 2048"), "must equal the target's hidden size"),
     (("vocab_size = 128256", "vocab_size = 32000"), "config.vocab_size' = 32000: must equal the target's"),
     (("feature_layers = 3", "feature_layers = 40"), "feature_layers' = 40: must be in 1..32"),
@@ -167,7 +167,7 @@ def test_estimate_prices_a_head_and_sends_its_features_up_the_link(run):
     assert not any("vocabular" in w for w in gpu["warnings"])  # a 32,000-row draft vocabulary is the head's own
     wrong = run("estimate", "--target", "qwen3-8b", "--draft", "eagle3-llama-3.1-8b", "--verify-device", "rtx-4090",
                 "--acceptance", "0.8")
-    assert wrong.exit_code == 2 and "drafts for llama-3.1-8b, not qwen3-8b" in wrong.output
+    assert wrong.exit_code == 2 and "drafts for llama-3.1-8b-instruct, not qwen3-8b" in wrong.output
     medusa = run("estimate", "--target", "vicuna-7b", "--draft", "medusa-vicuna-7b", "--verify-device", "rtx-4090",
                  "--acceptance", "0.8")
     assert medusa.exit_code == 2 and medusa.output.count("\n") == 1 and "Medusa heads are not priced" in medusa.output
@@ -272,3 +272,65 @@ def test_the_speculative_checks_price_eagle_heads_in_their_published_layout(cata
     assert param_counts(eagle3).matmul == head_param_counts(catalog.head("eagle3-llama-3.1-8b")).matmul_per_step
     eagle2 = head_model(catalog.model("vicuna-7b"), "eagle2")
     assert param_counts(eagle2).matmul == head_param_counts(catalog.head("eagle-vicuna-7b")).matmul_per_step
+
+
+# -- what the review of issue 18's first increments found -----------------------------------------
+
+def test_a_head_never_drafts_during_verification(run, tmp_path):
+    """A head conditions on the features of the tokens a verification accepts: overlap is refused in
+    estimate, infeasible in a sweep, and compare's overlapped placements run a head in turn."""
+    import json
+    refused = run("estimate", "--target", "qwen3-8b", "--draft", "eagle3-qwen3-8b", "--verify-device", "rtx-4090",
+                  "--draft-device", "v80", "--acceptance", "0.8", "--schedule", "overlap")
+    assert refused.exit_code == 2 and "drafts after verification" in refused.output
+    swept = run("sweep", "--target", "qwen3-8b", "--draft", "eagle3-qwen3-8b", "--acceptance", "0.8",
+                "--results-dir", str(tmp_path), "--run-id", "s", "--save-grid", "--json")
+    assert swept.exit_code == 0, swept.output
+    import pandas as pd
+    grid = pd.read_csv(tmp_path / "s" / "grid.csv")
+    overlapped = grid["schedule"] != "sequential"
+    assert overlapped.any() and not grid.loc[overlapped, "feasible"].any()
+    assert grid.loc[overlapped, "reason"].str.contains("drafts after verification").all()
+    rows = {s["name"]: s for s in json.loads(run("compare", "--target", "qwen3-8b", "--draft", "eagle3-qwen3-8b",
+                                                 "--acceptance", "0.8", "--json").stdout)["scenarios"]}
+    assert rows["amusd"]["schedule"] == "sequential" and rows["dfvg"]["schedule"] == "sequential"
+
+
+def test_review_refusals_are_one_line(run, tmp_path):
+    varied = run("sensitivity", "--vary", "target", "--pair", "qwen3-8b/eagle3-qwen3-8b", "--acceptance", "0.8",
+                 "--values", "qwen3-8b,llama-3.1-8b")
+    assert varied.exit_code == 2 and "drafts only for its own target" in varied.output
+    empty = run("drafters", "--target", "qwen3-8b", "--drafter", "qwen3-0.6b=")
+    assert empty.exit_code == 2 and "NAME=ACCEPTANCE" in empty.output
+    unfit = run("drafters", "--target", "qwen3-8b", "--drafter", "qwen3-0.6b=0.8", "--batch", "4096")
+    assert unfit.exit_code == 0 and "AR infeasible" in unfit.stdout
+    import json
+    assert run("search", "--target", "qwen3-8b", "--draft", "eagle3-qwen3-8b", "--acceptance", "0.8",
+               "--results-dir", str(tmp_path), "--run-id", "h").exit_code == 0
+    every = run("export", str(tmp_path / "h"), "--pick", "knee", "--format", "all")
+    assert every.exit_code == 0 and "TensorRT-LLM run no method for eagle3 heads" in every.stderr
+    assert {p.name for p in (tmp_path / "h").glob("export-knee*")} == {"export-knee.vllm.json",
+                                                                        "export-knee.sglang.json"}
+    trial = int(json.loads((tmp_path / "h" / "recommended.json").read_text())["knee"]["trial"])
+    by_trial = json.loads(run("export", str(tmp_path / "h"), "--trial", str(trial), "--format", "vllm",
+                              "--json").stdout)
+    assert by_trial["llm_kwargs"]["speculative_config"]["method"] == "eagle3"
+    manifest = tmp_path / "h" / "manifest.json"
+    document = json.loads(manifest.read_text())
+    document["space"]["cost"] = ["x"]
+    manifest.write_text(json.dumps(document))
+    broken = run("pareto", str(tmp_path / "h"))
+    assert broken.exit_code == 2 and "space.cost" in broken.output and broken.output.count("\n") == 1
+
+
+def test_a_searched_head_keeps_its_targets_dtypes(run, tmp_path):
+    """DeepSeek-V3's MTP module is FP8 like its target: a sweep prices it as `estimate` does."""
+    import json
+    study = tmp_path / "mtp.toml"
+    study.write_text('[models]\ntarget = "deepseek-v3"\ndraft = "deepseek-v3-mtp"\nacceptance = "0.8"\n'
+                     '[hardware]\nverify_devices = ["8xh200"]\ndraft_devices = ["8xh200"]\n'
+                     '[space]\nfamilies = ["chain"]\ndepths = [6]\nbatches = [1]\n')
+    swept = json.loads(run("sweep", "--study", str(study), "--results-dir", str(tmp_path), "--json").stdout)
+    estimated = json.loads(run("estimate", "--target", "deepseek-v3", "--draft", "deepseek-v3-mtp", "--verify-device",
+                               "8xh200", "--acceptance", "0.8", "--tree", "chain:6", "--json").stdout)
+    assert swept["max_tokens_per_s_per_sequence"] == pytest.approx(estimated["tokens_per_s"], rel=1e-9)

@@ -83,6 +83,7 @@ def test_a_sampled_unpriced_design_reports_the_infeasible_values_not_nan(small_s
                            {**point, "family": "adapt", "width": 2, "budget": 8, "threshold": 0.1,
                             "window_ratio": 1.0, "temperature": 0.0})
     assert not adapt["feasible"] and "no price per hour" in adapt["reason"]
+    assert adapt["tokens_per_s"] > 0 and adapt["usd_per_mtoken"] is None  # evaluated; only the price is missing
 
 
 def test_the_dollar_front_is_the_brute_force_front_and_its_picks_are_its_ends(small_space):
