@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from dfvg_dse.catalog._io import read_provenance, read_string
-from dfvg_dse.catalog._io import NAME_RE, read_toml
+from dfvg_dse.catalog._io import NAME_RE, read_provenance, read_string, read_toml
 from dfvg_dse.catalog.errors import _MISSING, CatalogError, DataError, UnknownNameError
 from dfvg_dse.catalog.models import model_spec_from_hf_config
 from dfvg_dse.specs import InputError, ModelSpec, SpecError

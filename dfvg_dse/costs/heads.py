@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from dfvg_dse.costs.work import _attention_counts, _ffn_counts, _layer_counts, param_counts
-from dfvg_dse.specs.drafter import FEATURE_BYTES_PER_VALUE, HeadSpec
+from dfvg_dse.costs.work import _layer_counts, param_counts
+from dfvg_dse.specs.drafter import FEATURE_BYTES_PER_VALUE, HeadSpec, one_layer_of
 
 
 class HeadCounts(NamedTuple):
@@ -25,7 +25,7 @@ class HeadCounts(NamedTuple):
 
 
 def _eagle_counts(head: HeadSpec) -> HeadCounts:
-    d, layer, first = head.d_model, head.layer, head.layer
+    d, layer = head.d_model, head.layer
     layer_matmul, layer_all = _layer_counts(layer)
     inputs = (2 if head.kind == "eagle" else head.feature_layers) * d  # [embedding; feature] or k fused features
     fc = inputs * d + (d if head.fc_bias else 0)
@@ -35,14 +35,14 @@ def _eagle_counts(head: HeadSpec) -> HeadCounts:
         own = head.draft_vocab * d
     else:  # EAGLE-3: q, k and v of the first layer read [embedding; fused feature], 2d wide; a norm for
         # the second half, a final norm, and an LM head of its own
-        qkv_second_half = d * (first.n_heads + 2 * first.n_kv_heads) * first.head_dim
+        qkv_second_half = d * (layer.n_heads + 2 * layer.n_kv_heads) * layer.head_dim
         layers_all += qkv_second_half + 2 * d
         layers_matmul += qkv_second_half
         own = (head.draft_vocab or head.target.vocab_size) * d
     shared = 0 if own else head.target.vocab_size * d
     return HeadCounts(stored=fc + layers_all + own, own_head=own, shared_head=shared,
                       matmul_per_step=inputs * d + layers_matmul + own + shared,
-                      feature_values=head.feature_layers * d)
+                      feature_values=head.feature_values)
 
 
 def _medusa_counts(head: HeadSpec) -> HeadCounts:
@@ -51,7 +51,7 @@ def _medusa_counts(head: HeadSpec) -> HeadCounts:
     blocks_all = head.medusa_layers * (d * d + (d if head.fc_bias else 0))
     own = head.medusa_heads * d * vocab
     return HeadCounts(stored=head.medusa_heads * blocks_all + own, own_head=own, shared_head=0,
-                      matmul_per_step=head.medusa_heads * blocks_matmul + own, feature_values=d)
+                      matmul_per_step=head.medusa_heads * blocks_matmul + own, feature_values=head.feature_values)
 
 
 def _mtp_counts(head: HeadSpec) -> HeadCounts:
@@ -61,15 +61,11 @@ def _mtp_counts(head: HeadSpec) -> HeadCounts:
     if not target.mtp_layers:
         raise ValueError(f"{target.name} has no multi-token-prediction module (num_nextn_predict_layers = 0)")
     counts, d = param_counts(target), target.d_model
-    if target.moe is None:
-        layer_matmul = _layer_counts(target)[0]
-    else:  # one token's share of the last (MoE) layer: attention, router, shared experts and its k experts
-        moe = target.moe
-        layer_matmul = (_attention_counts(target)[0] + d * moe.n_experts
-                        + moe.n_shared * _ffn_counts(target, moe.shared_width)[0]
-                        + moe.experts_per_token * _ffn_counts(target, moe.d_expert)[0])
+    # one token's weights of the module's layer (a MoE layer: attention, router, shared and its k
+    # experts) and of the shared head: those of the target's last layer as a one-layer model
+    layer_and_head = param_counts(one_layer_of(target)).active_matmul
     return HeadCounts(stored=counts.mtp // target.mtp_layers, own_head=0, shared_head=counts.head,
-                      matmul_per_step=2 * d * d + layer_matmul + counts.head, feature_values=d)
+                      matmul_per_step=2 * d * d + layer_and_head, feature_values=head.feature_values)
 
 
 def head_param_counts(head: HeadSpec) -> HeadCounts:

@@ -84,6 +84,11 @@ class HeadSpec:
         return self.target.d_model
 
     @property
+    def feature_values(self) -> int:
+        """Target hidden-state values it reads per position (EAGLE-3: 3 layers x d)."""
+        return self.feature_layers * self.d_model
+
+    @property
     def shares_target_head(self) -> bool:
         """Drafts through the target's LM head (EAGLE-1/2, MTP): read every step, stored once, by the target."""
         return self.kind in ("eagle", "mtp") and not self.draft_vocab
@@ -109,4 +114,4 @@ class HeadSpec:
             base, name=self.name, display_name=self.display_name or self.name, source=self.source, vocab_size=vocab,
             tied_embeddings=False, weight_dtype=self.target.weight_dtype, kv_dtype=self.target.kv_dtype,
             head_dtype=self.target.head_dtype, head_kind=self.kind, extra_matmul_params=extra,
-            feature_bytes_per_token=self.feature_layers * d * FEATURE_BYTES_PER_VALUE)
+            feature_bytes_per_token=self.feature_values * FEATURE_BYTES_PER_VALUE)
