@@ -21,7 +21,7 @@ from dfvg_dse.pipeline.sensitivity import VARIES, sweep
 from dfvg_dse.report import estimate_record, simulation_record
 from dfvg_dse.report.plots import plot_compare, plot_sweep
 from dfvg_dse.sim import simulate
-from dfvg_dse.specs import AdaptRule, DecodeConfig, DuoRule, Eagle2Rule, InputError, SystemSpec
+from dfvg_dse.specs import AdaptRule, DecodeConfig, DuoRule, Eagle2Rule, InputError, SystemSpec, draft_depth_cap
 from dfvg_dse.tree import best_tree_for_round_time, from_document, parse_tree_spec
 from dfvg_dse.units import DTYPE_BYTES
 
@@ -178,9 +178,10 @@ def estimate_cmd(ctx, target, draft, draft_device, draft_tp, draft_pp, draft_ep,
             _refuse_past_cap(ctx, "max_depth", max_depth, OPTIMAL_MAX_DEPTH, "the round-time-optimal tree's levels",
                              larger)
             cap = drafter.fpga.branch_lanes if drafter.fpga else None
+            depth = draft_depth_cap(draft_model, min(max_depth, OPTIMAL_MAX_DEPTH))  # Medusa: one level per head
             best = best_tree_for_round_time(profile, lambda t: estimate(dataclasses.replace(base, tree=t),
                                                                         rounds=rounds).round_time_s or math.inf,
-                                            min(budget, OPTIMAL_MAX_BUDGET), min(max_depth, OPTIMAL_MAX_DEPTH), cap)
+                                            min(budget, OPTIMAL_MAX_BUDGET), depth, cap)
             config = dataclasses.replace(base, tree=best.tree)
     progress = progress_line("estimate", as_json)  # phases only: the library calls take no callback
     with progress:

@@ -69,7 +69,7 @@ class MemoryFit(NamedTuple):
     kv_cache_bytes: np.ndarray
 
 
-def memory_fit(model: ModelSpec, device: DeviceSpec, context_tokens, batch=1) -> MemoryFit:
+def memory_fit(model: ModelSpec, device: DeviceSpec, context_tokens, batch=1, beside_target: bool = False) -> MemoryFit:
     """Stored weights (every parameter once) plus a KV cache of b x c tokens against capacity.
 
     `context_tokens` should count every token the cache must hold (prompt, generated and the
@@ -81,7 +81,7 @@ def memory_fit(model: ModelSpec, device: DeviceSpec, context_tokens, batch=1) ->
         if device.kind == "gpu":
             model = group_shard(model, device)
         capacity = group.unit.memory_capacity_bytes
-    weights = stored_weight_bytes(model)
+    weights = stored_weight_bytes(model, beside_target)
     cached = model.attended_context(np.asarray(context_tokens, dtype=float))  # a rolling buffer under a window
     kv = np.asarray(batch, dtype=float) * cached * model.kv_bytes_per_token
     required = weights + kv

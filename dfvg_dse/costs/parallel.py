@@ -83,12 +83,16 @@ def shard_model(model: ModelSpec, tensor: int, pipeline: int = 1, expert: int = 
     dense_ffn = model.moe is None or model.moe.dense_layers > 0
     d_ffn = _split(model.d_ffn, tensor, "FFN width", model) if dense_ffn else model.d_ffn  # unused when all are MoE
     # windowed layers spread evenly (gpt-oss alternates): the stage's share, rounded towards full attention
-    sliding = model.sliding_layers * stage // model.n_layers
+    sliding = model.sliding_layers * stage // model.n_layers if model.n_layers else 0
     window = 0 if model.sliding_layers and not sliding else model.sliding_window  # 0: full attention only
     return dataclasses.replace(model, name=f"{model.name}-shard", n_layers=stage,
                                n_heads=heads, n_kv_heads=kv_heads, d_ffn=d_ffn,
                                vocab_size=math.ceil(model.vocab_size / tensor), moe=moe, sliding_layers=sliding,
-                               sliding_window=window, mtp_layers=min(model.mtp_layers, stage))
+                               sliding_window=window, mtp_layers=min(model.mtp_layers, stage),
+                               # a head's tables split over the vocabulary as the target's do
+                               embedding_rows=None if model.embedding_rows is None else
+                               math.ceil(model.embedding_rows / tensor),
+                               shared_params=math.ceil(model.shared_params / tensor))
 
 
 def group_shard(model: ModelSpec, device, stages: bool = True) -> ModelSpec:

@@ -1,7 +1,8 @@
 """Stage costs of one speculative round, shared by the closed-form pipeline and the simulator.
 
 Draft time D = sum over levels i = 0..depth-1 of one draft forward over the w_i nodes of level i
-(w_0 = 1, the root): drafting level i + 1 runs the draft model on level i; plus the draft device's
+(w_0 = 1, the root): drafting level i + 1 runs the draft model on level i (Medusa's heads draft every
+level in one forward on the root); plus the draft device's
 fixed per-round work (`draft_round_overhead_s`, 0 unless calibrated). Verify time V is one
 target forward over the root and every draft node, with the tree's ancestor pairs for attention.
 Link bytes: `record_bytes` per draft token down (plus Q over the vocabulary in fp16 when
@@ -25,6 +26,8 @@ def tree_draft_time_s(model: ModelSpec, device: DeviceSpec, widths, context: int
         return np.zeros(widths.shape[:-1]), np.array("memory")
     frontier = np.concatenate([np.ones(widths.shape[:-1] + (1,)), widths[..., :-1]], axis=-1)  # w_0 .. w_{D-1}
     live = widths > 0  # step i drafts level i + 1: it runs only if that level has nodes (rows may be padded)
+    if model.drafts_in_one_pass:  # Medusa: every head at once, one forward on the root's hidden state
+        frontier, live = frontier[..., :1], live.any(axis=-1, keepdims=True)
     cost = device_forward_cost(model, device, np.where(frontier > 0, frontier, 1.0),
                                context + np.arange(frontier.shape[-1]),
                                batch)

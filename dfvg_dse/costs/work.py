@@ -87,7 +87,8 @@ def param_counts(model: ModelSpec) -> ParamCounts:
     d, v, de = model.d_model, model.vocab_size, model.d_embed
     layer_matmul, layer_all = _layer_counts(model)
     head = de * v
-    embedding = v * de + model.learned_positions * d
+    rows = v if model.embedding_rows is None else model.embedding_rows  # a head's table may differ from its LM head
+    embedding = rows * de + model.learned_positions * d
     proj = 2 * d * de if de != d else 0  # OPT-350M project_in / project_out, no bias
     final_norm = _norm_params(model) if model.final_norm else 0
     layers_matmul, layers_all, expert, routed, active_layers = model.n_layers * layer_matmul, model.n_layers * layer_all, 0, 0, 0
@@ -112,7 +113,8 @@ def param_counts(model: ModelSpec) -> ParamCounts:
     others = streamed - matmul
     return ParamCounts(total=total, embedding=embedding, matmul=matmul, per_layer=layer_all, head=head,
                        read_per_forward=streamed, expert=expert, routed=routed, active_matmul=active_matmul,
-                       active=active_matmul + others, mtp=model.mtp_layers * _mtp_module(model, layers_all))
+                       active=active_matmul + others,
+                       mtp=model.mtp_layers * _mtp_module(model, layers_all) if model.mtp_layers else 0)
 
 
 def _mtp_module(model: ModelSpec, layers_all: int) -> int:
@@ -138,11 +140,13 @@ def weight_bytes(model: ModelSpec, params, expert_params=0.0, table_params=0.0):
             + tables * (DTYPE_BYTES[model.head_dtype] if model.head_dtype else 0.0))
 
 
-def stored_weight_bytes(model: ModelSpec) -> float:
-    """Bytes of every stored weight (what memory must hold): the checkpoint's tensors at their widths."""
+def stored_weight_bytes(model: ModelSpec, beside_target: bool = False) -> float:
+    """Bytes of every stored weight (what memory must hold): the checkpoint's tensors at their widths;
+    `beside_target`: a draft head on its target's device, whose shared tables the target already holds."""
     counts = param_counts(model)
     tables = counts.embedding + (0 if model.tied_embeddings else counts.head)
-    return float(weight_bytes(model, counts.total, counts.routed, tables))
+    shared = model.shared_params if beside_target else 0  # the shared tables are all embedding or head rows
+    return float(weight_bytes(model, counts.total - shared, counts.routed, tables - shared))
 
 
 def streamed_weight_bytes(model: ModelSpec, routed_tokens) -> np.ndarray:

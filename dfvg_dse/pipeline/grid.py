@@ -254,7 +254,7 @@ def evaluate_points(space: SearchSpace, shapes: list[Shape], drafts: list[Device
         target_fit = memory_fit(space.target, verifier, positions, b)  # per device of a group
         need = target_fit.required_bytes
         if same:
-            need = need + memory_fit(space.draft, verifier, positions, b).required_bytes
+            need = need + memory_fit(space.draft, verifier, positions, b, beside_target=True).required_bytes
         c_mem = need - target_fit.capacity_bytes
         if not same:
             draft_fit = memory_fit(space.draft, drafter, positions, b)
@@ -276,6 +276,10 @@ def evaluate_points(space: SearchSpace, shapes: list[Shape], drafts: list[Device
         why = np.where((k > 0) & same, "overlap needs two devices", why)
         if space.draft.head_kind:
             why = np.where(k > 0, HEAD_OVERLAP, why)
+        if space.draft.max_draft_depth:  # Medusa: one position per head
+            levels = (widths > 0).sum(axis=1)
+            why = np.where(levels > space.draft.max_draft_depth,
+                           f"deeper than the {space.draft.max_draft_depth} positions {space.draft.name} drafts", why)
         if not same and link is None:
             why[:] = f"no link from '{drafter.name}' to '{verifier.name}' in the space"
         reason[m] = why

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from dfvg_dse.pipeline.estimate import Estimate, estimate
 from dfvg_dse.specs import (AcceptanceProfile, AdaptRule, DecodeConfig, DeviceSpec, DuoRule, LinkSpec, ModelSpec,
-                            SystemSpec)
+                            SystemSpec, draft_depth_cap)
 from dfvg_dse.tree import best_tree_for_round_time, chain
 from dfvg_dse.costs import device_forward_cost, tree_verify_cost
 
@@ -71,8 +71,23 @@ def _best(configs: list[DecodeConfig], baseline: float, rounds: int) -> Estimate
 
 
 def _chains(setup: Setup, name: str, draft, verify, link, schedule: str, baseline: float, rounds: int) -> Estimate:
-    return _best([setup.config(name, draft, verify, link, tree=chain(g), schedule=schedule) for g in range(1, 13)],
-                 baseline, rounds)
+    return _best([setup.config(name, draft, verify, link, tree=chain(g), schedule=schedule)
+                  for g in range(1, draft_depth_cap(setup.draft, 12) + 1)], baseline, rounds)
+
+
+def _best_tree(setup: Setup, cfg: DecodeConfig, baseline: float, rounds: int) -> Estimate:
+    """`cfg` with the static tree (up to 32 nodes, 8 levels) of the highest tokens/s."""
+    best = best_tree_for_round_time(setup.acceptance, lambda t: estimate(
+        dataclasses.replace(cfg, tree=t), baseline, rounds).round_time_s or math.inf, 32, draft_depth_cap(setup.draft, 8))
+    return estimate(dataclasses.replace(cfg, tree=best.tree), baseline, rounds)
+
+
+def _dynamic(setup: Setup, name: str, draft, verify, link, rule, baseline: float, rounds: int, **kw) -> Estimate:
+    """A placement with a dynamic rule; a drafter that drafts a round in one forward (Medusa) has no
+    levels to steer, so it takes its best static tree there."""
+    if setup.draft is not None and setup.draft.drafts_in_one_pass:
+        return _best_tree(setup, setup.config(name, draft, verify, link, tree=chain(1), **kw), baseline, rounds)
+    return estimate(setup.config(name, draft, verify, link, dynamic=rule, **kw), baseline, rounds)
 
 
 def _second_gpu(setup: Setup) -> DeviceSpec:
@@ -111,10 +126,10 @@ def scenario(setup: Setup, name: str, baseline: float | None = None, rounds: int
         return _chains(setup, name, gpu, gpu, None, "sequential", baseline, rounds)
     if name == "specinfer":
         cfg = setup.config(name, gpu, gpu, None, tree=chain(1), attention_efficiency=SPARSE_MASK_EFFICIENCY)
-        best = best_tree_for_round_time(setup.acceptance, lambda t: estimate(
-            dataclasses.replace(cfg, tree=t), baseline, rounds).round_time_s or math.inf, 32, 8)
-        return estimate(dataclasses.replace(cfg, tree=best.tree), baseline, rounds)
+        return _best_tree(setup, cfg, baseline, rounds)
     if name == "duodecoding":
+        if setup.draft is not None and setup.draft.drafts_in_one_pass:
+            return _dynamic(setup, name, setup.cpu, gpu, setup.cpu_link, None, baseline, rounds, schedule=overlap)
         return _best([setup.config(name, setup.cpu, gpu, setup.cpu_link, dynamic=DuoRule(g), schedule=overlap)
                       for g in (12, 16, 24)], baseline, rounds)
     if name == "dovetail":
@@ -122,16 +137,15 @@ def scenario(setup: Setup, name: str, baseline: float | None = None, rounds: int
     if name == "amusd":
         return _chains(setup, name, _second_gpu(setup), gpu, setup.gpu_link, overlap, baseline, rounds)
     if name in ("dfvg", "+overlap"):
-        return estimate(setup.config(name, fpga, gpu, setup.fpga_link, dynamic=adapt_rule(setup, fpga),
-                                     schedule=overlap, gpu_fill=overlap == "overlap"), baseline, rounds)
+        return _dynamic(setup, name, fpga, gpu, setup.fpga_link, adapt_rule(setup, fpga), baseline, rounds,
+                        schedule=overlap, gpu_fill=overlap == "overlap")
     if name == "+multicore":
-        return estimate(setup.config(name, fpga, gpu, setup.fpga_link, dynamic=adapt_rule(setup, fpga)),
-                        baseline, rounds)
+        return _dynamic(setup, name, fpga, gpu, setup.fpga_link, adapt_rule(setup, fpga), baseline, rounds)
     if name in ("hw-branch", "+treesort"):
         core = _fpga_cores(fpga, FPGA_CORES)
         efficiency = SPARSE_MASK_EFFICIENCY if name == "hw-branch" else 1.0
-        return estimate(setup.config(name, core, gpu, setup.fpga_link, dynamic=adapt_rule(setup, core, efficiency),
-                                     attention_efficiency=efficiency), baseline, rounds)
+        return _dynamic(setup, name, core, gpu, setup.fpga_link, adapt_rule(setup, core, efficiency), baseline,
+                        rounds, attention_efficiency=efficiency)
     raise ValueError(f"unknown scenario {name!r}")
 
 

@@ -22,7 +22,7 @@ from dfvg_dse.pipeline.grid import (SCHEDULE_CHOICES, Grid, SearchSpace, adapt_e
                                     build_shapes, evaluate_grid, evaluate_points, fpga_variant,
                                     shape_key, unpriced_reason)
 from dfvg_dse.specs import DecodeConfig, SystemSpec
-from dfvg_dse.specs.decoding import HEAD_OVERLAP
+from dfvg_dse.specs.decoding import HEAD_OVERLAP, ONE_PASS_DYNAMIC
 from dfvg_dse.specs.objectives import cost_objective
 from dfvg_dse.tree import greedy_tree
 
@@ -219,6 +219,8 @@ def _evaluate_adapt(space: SearchSpace, point: dict, drafter, verifier) -> dict:
     link = None if drafter.name == verifier.name else space.link_for(drafter)
     if space.draft.head_kind and point["schedule"] != "sequential":
         return _infeasible(HEAD_OVERLAP, (-1.0, -1.0, 1.0))
+    if space.draft.drafts_in_one_pass:
+        return _infeasible(ONE_PASS_DYNAMIC, (-1.0, -1.0, 1.0))
     if drafter.name != verifier.name and link is None:
         return _infeasible(f"no link from '{drafter.name}' to '{verifier.name}' in the space", (-1.0, -1.0, 1.0))
     config = DecodeConfig(space.target, SystemSpec(drafter, verifier, link), space.draft, space.acceptance,

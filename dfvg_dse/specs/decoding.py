@@ -262,6 +262,25 @@ SCHEDULES = ("ar", "sequential", "overlap")
 # next round cannot start before that verification ends (issue 18)
 HEAD_OVERLAP = ("a draft head reads the target's features of the tokens just verified: it drafts after "
                 "verification, not during it (schedule sequential)")
+# Medusa's heads draft every position in one forward: no level-by-level drafting for a rule to steer
+ONE_PASS_DYNAMIC = ("Medusa's heads draft every position of a round in one forward on the last hidden state: "
+                    "give a static tree (--tree), not a dynamic rule")
+
+
+def draft_depth_cap(draft, depth: int) -> int:
+    """`depth`, or fewer when `draft` drafts fewer positions a round (one per Medusa head)."""
+    limit = getattr(draft, "max_draft_depth", 0)
+    return min(depth, limit) if limit else depth
+
+
+def draft_depth_reason(draft, depth: int) -> str:
+    """Why a round of `depth` levels is more than `draft` can draft ('' when it is not): Medusa
+    drafts one position per head."""
+    limit = getattr(draft, "max_draft_depth", 0)
+    if limit and depth > limit:
+        return (f"the tree is {depth} levels deep; {draft.name} drafts at most {limit} positions a round "
+                "(one per Medusa head)")
+    return ""
 
 
 @dataclass(frozen=True)
@@ -311,3 +330,9 @@ class DecodeConfig:
             raise SpecError("sync_s", self.sync_s, "must be >= 0")
         if self.schedule == "overlap" and getattr(self.draft, "head_kind", ""):
             raise SpecError("schedule", self.schedule, HEAD_OVERLAP)
+        if self.schedule != "ar" and self.draft is not None:
+            if self.dynamic is not None and getattr(self.draft, "drafts_in_one_pass", False):
+                raise SpecError("dynamic", describe(self.dynamic), ONE_PASS_DYNAMIC)
+            why = draft_depth_reason(self.draft, self.tree.depth) if self.tree is not None else ""
+            if why:
+                raise SpecError("tree", self.tree.name or "tree", why)

@@ -95,23 +95,30 @@ class HeadSpec:
 
     def as_model(self) -> ModelSpec:
         """The head as the cost model prices a draft: its decoder layer(s), its input projections as
-        `extra_matmul_params`, and as LM head its own (EAGLE-3) or the target's (EAGLE-1/2, MTP); the
-        target's dtypes. Its embedding table is counted at the LM head's rows: heads share the
-        target's embedding, so memory on the target's GPU is a little over-counted (docs/cost-model.md).
-        Medusa has no decoder layer to price this way (TODO(issue 18): Medusa's residual blocks)."""
-        if self.kind == "medusa":
-            raise SpecError("draft", self.name, "Medusa heads are not priced as drafts yet (their parameter "
-                            "counts are: dfvg-dse models show); use an EAGLE, EAGLE-3 or MTP head")
-        d, base = self.d_model, self.layer
-        if self.kind == "mtp":
+        `extra_matmul_params`, and as LM head its own (EAGLE-3, Medusa) or the target's (EAGLE-1/2,
+        MTP); the target's dtypes. Its tables are stored as it uses them: the target's embedding (none
+        for Medusa) and any head it shares, counted once on the target's own device (`shared_params`).
+        Medusa has no decoder layer: its k heads' residual blocks and LM heads run in one forward on
+        the last hidden state, so it drafts at most k positions a round (`max_draft_depth`)."""
+        d, base, target_table = self.d_model, self.layer, self.target.vocab_size * self.d_model
+        rows, depth = self.target.vocab_size, 0
+        if self.kind == "medusa":  # every head but one as extra weights, the last as the LM head
+            base = dataclasses.replace(self.target, head_kind="medusa", n_layers=0, moe=None, mla=None, mtp_layers=0,
+                                       sliding_layers=0, sliding_window=0, final_norm=False, tied_embeddings=False)
+            extra = self.medusa_heads * self.medusa_layers * d * d + (self.medusa_heads - 1) * d * self.target.vocab_size
+            vocab, rows, depth, shared = self.target.vocab_size, 0, self.medusa_heads, 0
+        elif self.kind == "mtp":
             base, extra, vocab = one_layer_of(base), 2 * d * d, self.target.vocab_size
         elif self.kind == "eagle":
             extra, vocab = 2 * d * d, self.draft_vocab or self.target.vocab_size
         else:  # EAGLE-3: fc over the fused features, and q/k/v's second (feature) half
             extra = self.feature_layers * d * d + d * (base.n_heads + 2 * base.n_kv_heads) * base.head_dim
             vocab = self.draft_vocab or self.target.vocab_size
+        if self.kind != "medusa":  # the target's embedding, and its head when the head drafts through it
+            shared = target_table + (target_table if self.shares_target_head else 0)
         return dataclasses.replace(
             base, name=self.name, display_name=self.display_name or self.name, source=self.source, vocab_size=vocab,
             tied_embeddings=False, weight_dtype=self.target.weight_dtype, kv_dtype=self.target.kv_dtype,
             head_dtype=self.target.head_dtype, head_kind=self.kind, extra_matmul_params=extra,
-            feature_bytes_per_token=self.feature_values * FEATURE_BYTES_PER_VALUE)
+            feature_bytes_per_token=self.feature_values * FEATURE_BYTES_PER_VALUE,
+            embedding_rows=None if rows == vocab else rows, shared_params=shared, max_draft_depth=depth)

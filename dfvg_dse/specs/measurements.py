@@ -36,8 +36,13 @@ METHOD_DRAFTERS = {"chain": "model", "sequoia": "model", "specinfer": "model",
 # yuhuili/EAGLE3-LLaMA3.1-Instruct-8B, https://huggingface.co/yuhuili/EAGLE3-LLaMA3.1-Instruct-8B).
 HEAD_DRAFT_VOCAB = {"eagle3": 32000}
 # The draft-head kind (specs/drafter.py) each EAGLE method's head is: EAGLE-2 and SAM-Decoding's
-# fallback run EAGLE-1's head. Medusa and Hydra are priced as one layer and the LM head (fidelity.py).
-METHOD_HEAD_KINDS = {"eagle": "eagle", "eagle2": "eagle", "samd-eagle2": "eagle", "eagle3": "eagle3"}
+# fallback run EAGLE-1's head; Medusa rows run Medusa-1's heads. Hydra (sequentially dependent
+# heads) is priced as one layer and the LM head (fidelity.py).
+METHOD_HEAD_KINDS = {"eagle": "eagle", "eagle2": "eagle", "samd-eagle2": "eagle", "eagle3": "eagle3",
+                     "medusa": "medusa"}
+# Medusa-1's released heads (FasterDecoding/medusa-vicuna-{7b,13b,33b}-v1.3, the checkpoints Spec-Bench
+# ran; their config.json: medusa_num_heads 5, medusa_num_layers 1): (heads, residual blocks per head)
+MEDUSA_PUBLISHED_SHAPE = (5, 1)
 
 
 @dataclass(frozen=True)

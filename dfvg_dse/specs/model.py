@@ -153,6 +153,14 @@ class ModelSpec:
     head_kind: str = ""
     extra_matmul_params: int = 0
     feature_bytes_per_token: int = 0
+    # rows of the token embedding when they differ from the LM head's (EAGLE-3 embeds the target's
+    # whole vocabulary and drafts over 32,000; Medusa embeds nothing: 0); None: vocab_size
+    embedding_rows: int | None = None
+    # parameters (in `total`) of the tables a head shares with its target, stored once when both sit
+    # on one device: the target's embedding, and its LM head for EAGLE-1/2 and MTP
+    shared_params: int = 0
+    # positions one round can draft past the root (Medusa: one per head); 0: no limit
+    max_draft_depth: int = 0
 
     def __post_init__(self) -> None:
         _require_choice(self, "family", FAMILIES)
@@ -162,9 +170,12 @@ class ModelSpec:
             raise SpecError("moe", self.moe, "must be a MoeSpec or None")
         if self.moe is not None and self.moe.dense_layers > self.n_layers:
             raise SpecError("moe.dense_layers", self.moe.dense_layers, f"must be <= n_layers ({self.n_layers})")
-        _require_int(self, "n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "d_ffn", "vocab_size",
-                     "max_positions")
-        for name in ("extra_matmul_params", "feature_bytes_per_token"):
+        # Medusa's heads are residual blocks on the last hidden state: no decoder layer of their own
+        _require_int(self, *(("n_layers",) if self.head_kind != "medusa" else ()), "d_model", "n_heads",
+                     "n_kv_heads", "head_dim", "d_ffn", "vocab_size", "max_positions")
+        for name in ("extra_matmul_params", "feature_bytes_per_token", "shared_params", "max_draft_depth",
+                     *(("embedding_rows",) if self.embedding_rows is not None else ()),
+                     *(("n_layers",) if self.head_kind == "medusa" else ())):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise SpecError(name, value, "must be an integer >= 0")
@@ -192,6 +203,11 @@ class ModelSpec:
             raise SpecError("weight_group_size", self.weight_group_size, "must be 0 (per channel) or an integer >= 2")
         if not (isinstance(self.weight_bits, (int, float)) and 0 <= self.weight_bits <= 32):
             raise SpecError("weight_bits", self.weight_bits, "must be in [0, 32] (0: from the dtype and groups)")
+
+    @property
+    def drafts_in_one_pass(self) -> bool:
+        """Drafts every position of a round in one forward (Medusa's heads), not level by level."""
+        return self.head_kind == "medusa"
 
     @property
     def weight_bytes_per_param(self) -> float:

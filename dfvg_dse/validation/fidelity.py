@@ -15,7 +15,8 @@ from dfvg_dse.costs.stages import tree_draft_time_s, tree_verify_cost
 from dfvg_dse.specs import DeviceSpec, ModelSpec
 from dfvg_dse.specs.engines import EngineProfile
 from dfvg_dse.specs.drafter import FC_BIAS_DEFAULT, FEATURE_LAYERS_DEFAULT, HeadSpec, one_layer_of
-from dfvg_dse.specs.measurements import (HEAD_DRAFT_VOCAB, METHOD_DRAFTERS, METHOD_HEAD_KINDS, ForwardMeasurement, MeasurementSource,
+from dfvg_dse.specs.measurements import (HEAD_DRAFT_VOCAB, MEDUSA_PUBLISHED_SHAPE, METHOD_DRAFTERS,
+                                         METHOD_HEAD_KINDS, ForwardMeasurement, MeasurementSource,
                                          SpeculativeResult)
 from dfvg_dse.specs.parallel import group_name
 from dfvg_dse.validation.engines import POOLED, EngineFit, features, fit_engines, leave_one_source_out, row_model
@@ -108,13 +109,17 @@ def _levels(tokens: int, depth: int) -> list[int]:
 def head_model(target: ModelSpec, method: str) -> ModelSpec:
     """The drafter of head methods as the cost model prices it. EAGLE heads are the published layout
     at the target's widths (HeadSpec.as_model: one decoder layer, the input projection, the target's
-    LM head or EAGLE-3's own over its 32,000-token draft vocabulary, HEAD_DRAFT_VOCAB); Medusa's and
-    Hydra's heads, a residual block and an LM head each, as one layer and the LM head."""
+    LM head or EAGLE-3's own over its 32,000-token draft vocabulary, HEAD_DRAFT_VOCAB); Medusa-1's five
+    heads in one forward (MEDUSA_PUBLISHED_SHAPE); Hydra's heads, a residual block and an LM head each,
+    as one layer and the LM head."""
     kind = METHOD_HEAD_KINDS.get(method)
     if kind is not None:
+        heads, blocks = MEDUSA_PUBLISHED_SHAPE if kind == "medusa" else (0, 0)
         return HeadSpec(name=f"{target.name}-{method}", kind=kind, target=target,
-                        layer=one_layer_of(target), feature_layers=FEATURE_LAYERS_DEFAULT[kind],
-                        fc_bias=FC_BIAS_DEFAULT[kind], draft_vocab=HEAD_DRAFT_VOCAB.get(method, 0)).as_model()
+                        layer=None if kind == "medusa" else one_layer_of(target),
+                        feature_layers=FEATURE_LAYERS_DEFAULT[kind], fc_bias=FC_BIAS_DEFAULT[kind],
+                        draft_vocab=HEAD_DRAFT_VOCAB.get(method, 0), medusa_heads=heads,
+                        medusa_layers=blocks).as_model()
     vocab = min(target.vocab_size, HEAD_DRAFT_VOCAB.get(method, target.vocab_size))
     return dataclasses.replace(one_layer_of(target), vocab_size=vocab, name=f"{target.name}-{method}")
 

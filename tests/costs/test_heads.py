@@ -132,7 +132,8 @@ def test_models_heads_and_show_from_the_command_line(run):
 
 # -- heads priced as drafts ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["eagle3-llama-3.1-8b", "eagle-vicuna-7b", "eagle3-qwen3-8b", "deepseek-v3-mtp"])
+@pytest.mark.parametrize("name", ["eagle3-llama-3.1-8b", "eagle-vicuna-7b", "eagle3-qwen3-8b", "deepseek-v3-mtp",
+                                  "medusa-vicuna-7b"])
 def test_a_head_as_a_model_multiplies_by_the_weights_its_tensors_hold(catalog, name):
     """The cost model's view of a head (HeadSpec.as_model) multiplies every drafted token by exactly
     the weights the tensor enumerations above count: its layer, its input projections, its LM head
@@ -141,6 +142,56 @@ def test_a_head_as_a_model_multiplies_by_the_weights_its_tensors_hold(catalog, n
     counts = param_counts(head.as_model())
     assert counts.active_matmul == head_param_counts(head).matmul_per_step
     assert head.as_model().feature_bytes_per_token == head_param_counts(head).feature_values * 2
+
+
+@pytest.mark.parametrize("name", ["eagle3-llama-3.1-8b", "eagle-vicuna-7b", "eagle3-qwen3-8b", "medusa-vicuna-7b"])
+def test_a_head_stores_its_own_tensors_beside_the_target_and_the_shared_ones_away(catalog, name):
+    """Memory a head needs: on its target's GPU, exactly its own tensors (the enumerations above, at
+    2 bytes; the target holds the embedding and any LM head they share); on another device, a copy of
+    the shared tables too. The priced layer is a target layer, so vectors of d values differ (Medusa's
+    five ResBlock biases, EAGLE-3's hidden_norm, EAGLE-1's missing input norm and its fc bias): within
+    5 x 4096 parameters of the checkpoint."""
+    from dfvg_dse.costs.work import stored_weight_bytes
+    head = catalog.head(name)
+    counts, model = head_param_counts(head), head.as_model()
+    target = param_counts(catalog.model(head.target.name))
+    shared = target.embedding * (name != "medusa-vicuna-7b") + counts.shared_head
+    for stored, params in ((stored_weight_bytes(model, beside_target=True), counts.stored),
+                           (stored_weight_bytes(model), counts.stored + shared)):
+        assert abs(stored / 2 - params) <= 5 * 4096, (stored / 2, params)
+    assert stored_weight_bytes(model) - stored_weight_bytes(model, beside_target=True) == 2 * shared
+
+
+def test_medusa_drafts_a_round_in_one_forward(catalog):
+    """Medusa's heads all read the root's hidden state: a round of any depth costs one forward over one
+    token, where an EAGLE head pays one forward per level; Medusa-1 drafts at most 5 positions."""
+    from dfvg_dse.costs.stages import tree_draft_time_s
+    import numpy as np
+    gpu = catalog.device("rtx-4090")
+    medusa, eagle = catalog.head("medusa-vicuna-7b").as_model(), catalog.head("eagle-vicuna-7b").as_model()
+    one, four = (tree_draft_time_s(medusa, gpu, np.array(w, dtype=float), 512)[0] for w in ([1.0], [1.0] * 4))
+    assert float(four) == pytest.approx(float(one), rel=1e-12) and float(one) > 0
+    e_one, e_four = (tree_draft_time_s(eagle, gpu, np.array(w, dtype=float), 512)[0] for w in ([1.0], [1.0] * 4))
+    assert float(e_four) > 3.9 * float(e_one)
+    assert medusa.max_draft_depth == 5 and eagle.max_draft_depth == 0
+
+
+def test_medusa_from_the_command_line(run):
+    """Medusa is estimated on the GPU beside Vicuna (its optimal tree capped at its five heads), and
+    refuses in one line a deeper tree or a dynamic rule (nothing to steer level by level)."""
+    import json
+    args = ["estimate", "--target", "vicuna-7b", "--draft", "medusa-vicuna-7b", "--verify-device", "rtx-4090",
+            "--acceptance", "0.8"]
+    best = run(*args, "--json")
+    assert best.exit_code == 0, best.output
+    record = json.loads(best.stdout)
+    assert len(record["tree"]["parents"]) - 1 <= 5 and record["speedup_vs_ar"] > 1
+    published = run(*args, "--tree", "published:medusa-mc-sim-7b-63", "--json")
+    assert published.exit_code == 0 and json.loads(published.stdout)["speedup_vs_ar"] > 1
+    for extra, message in ((["--tree", "chain:6"], "drafts at most 5 positions a round"),
+                           (["--dynamic", "adapt"], "give a static tree")):
+        refused = run(*args, *extra)
+        assert refused.exit_code == 2 and refused.output.count("\n") == 1 and message in refused.output, refused.output
 
 
 def test_a_head_streams_its_weights_once_per_draft_step(catalog):
@@ -168,9 +219,6 @@ def test_estimate_prices_a_head_and_sends_its_features_up_the_link(run):
     wrong = run("estimate", "--target", "qwen3-8b", "--draft", "eagle3-llama-3.1-8b", "--verify-device", "rtx-4090",
                 "--acceptance", "0.8")
     assert wrong.exit_code == 2 and "drafts for llama-3.1-8b-instruct, not qwen3-8b" in wrong.output
-    medusa = run("estimate", "--target", "vicuna-7b", "--draft", "medusa-vicuna-7b", "--verify-device", "rtx-4090",
-                 "--acceptance", "0.8")
-    assert medusa.exit_code == 2 and medusa.output.count("\n") == 1 and "Medusa heads are not priced" in medusa.output
 
 
 def test_the_simulator_sends_the_same_features(catalog):
