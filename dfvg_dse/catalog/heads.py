@@ -16,7 +16,7 @@ from dfvg_dse.catalog._io import NAME_RE, read_provenance, read_string, read_tom
 from dfvg_dse.catalog.errors import _MISSING, CatalogError, DataError, UnknownNameError
 from dfvg_dse.catalog.models import model_spec_from_hf_config
 from dfvg_dse.specs import InputError, ModelSpec, SpecError
-from dfvg_dse.specs.drafter import FC_BIAS_DEFAULT, FEATURE_LAYERS_DEFAULT, HEAD_KINDS, HeadSpec
+from dfvg_dse.specs.drafter import FC_BIAS_DEFAULT, FEATURE_LAYERS_DEFAULT, HEAD_KINDS, LOOKUP_KINDS, HeadSpec, LookupSpec
 
 HEAD_FIELDS = ("name", "display_name", "source", "tag", "notes", "drafter", "config")
 # [drafter] key -> (HeadSpec field, type); kind and target are required
@@ -24,6 +24,9 @@ DRAFTER_KEYS = {"kind": ("kind", str), "target": ("target", str), "feature_layer
                 "fc_bias": ("fc_bias", bool), "medusa_num_heads": ("medusa_heads", int),
                 "medusa_num_layers": ("medusa_layers", int)}
 NEEDS_CONFIG = ("eagle", "eagle3")
+LOOKUP_FIELDS = ("name", "display_name", "source", "tag", "notes", "drafter", "cost")
+LOOKUP_DRAFTER_KEYS = {"kind": str, "min_ngram": int, "max_ngram": int}
+LOOKUP_COST_KEYS = ("lookup_s_per_round", "lookup_s_per_context_token", "source")
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,53 @@ def parse_head(path: Path, data: dict, target_of: Callable[[str], ModelSpec]) ->
     return HeadEntry(spec, path, tag)
 
 
+@dataclass(frozen=True)
+class LookupEntry:
+    spec: LookupSpec
+    path: Path
+    tag: str
+
+
+def _typed_table(path: Path, data: dict, table: str, keys: dict) -> dict:
+    """A required table of `keys` (name -> type; float takes integers too), each one required."""
+    values = data.get(table, _MISSING)
+    if not isinstance(values, dict):
+        raise DataError(path, table, values, f"needs a [{table}] table with {', '.join(keys)}")
+    for key, value in values.items():
+        if key not in keys:
+            raise DataError(path, f"{table}.{key}", value, f"unknown key; allowed: {', '.join(keys)}")
+    for key, kind in keys.items():
+        value = values.get(key, _MISSING)
+        if value is _MISSING:
+            raise DataError(path, f"{table}.{key}", value, "required")
+        number = kind is float and isinstance(value, int)
+        if isinstance(value, bool) or not (isinstance(value, kind) or number):
+            raise DataError(path, f"{table}.{key}", value, {int: "must be an integer", float: "must be a number",
+                                                            str: "must be a string"}[kind])
+    return values
+
+
+def parse_lookup(path: Path, data: dict) -> LookupEntry:
+    """A LookupSpec from one models/lookups/ file: [drafter] (kind, n-gram sizes) and [cost]."""
+    source, tag = read_provenance(path, data, LOOKUP_FIELDS, "lookup drafter")
+    if data.get("name") != path.stem:
+        raise DataError(path, "name", data.get("name", _MISSING), f"must equal the file name '{path.stem}'")
+    drafter = _typed_table(path, data, "drafter", LOOKUP_DRAFTER_KEYS)
+    cost = _typed_table(path, data, "cost", dict.fromkeys(LOOKUP_COST_KEYS[:2], float) | {"source": str})
+    if drafter["kind"] not in LOOKUP_KINDS:
+        raise DataError(path, "drafter.kind", drafter["kind"], f"allowed: {', '.join(LOOKUP_KINDS)}")
+    try:
+        spec = LookupSpec(name=data["name"], min_ngram=drafter["min_ngram"], max_ngram=drafter["max_ngram"],
+                          lookup_s_per_round=float(cost["lookup_s_per_round"]),
+                          lookup_s_per_context_token=float(cost["lookup_s_per_context_token"]),
+                          cost_source=cost["source"], kind=drafter["kind"],
+                          display_name=read_string(path, data, "display_name", data["name"]), source=source)
+    except SpecError as err:
+        where = "cost" if err.field.startswith("lookup_s") else "drafter"
+        raise DataError(path, f"{where}.{err.field}", err.value, err.allowed) from None
+    return LookupEntry(spec, path, tag)
+
+
 class HeadLookup:
     """The catalog's draft heads (models/heads/ along the models search path) and `draft`, which takes
     a model or a head by name; mixed into Catalog, whose `_find`, `_names`, `model` it uses."""
@@ -111,15 +161,29 @@ class HeadLookup:
     def head(self, name: str) -> HeadSpec:
         return self.head_entry(name).spec
 
+    def lookup_names(self) -> list[str]:
+        return self._names(self.models_dirs, "lookups")
+
+    def lookup_entry(self, name: str) -> LookupEntry:
+        path = self._find(self.models_dirs, f"lookups/{name}.toml") if NAME_RE.match(name) else None
+        if path is None:
+            raise UnknownNameError("lookup drafter", name, self.lookup_names())
+        return parse_lookup(path, read_toml(path))
+
     def draft(self, name: str, target: str | None = None) -> ModelSpec:
-        """A draft by name: a model of models/, or a draft head of models/heads/ priced as a model
-        (HeadSpec.as_model); a head must draft for `target` when one is named."""
+        """A draft by name: a model of models/, a draft head of models/heads/ priced as a model
+        (HeadSpec.as_model; a head must draft for `target` when one is named), or a lookup drafter of
+        models/lookups/ priced for `target` (LookupSpec.as_model; it needs one)."""
+        if name not in self.model_names() and name in self.lookup_names():
+            if target is None:
+                raise InputError(f"lookup drafter '{name}' drafts for any target: name the --target")
+            return self.lookup_entry(name).spec.as_model(self.model(target))
         if name in self.model_names() or name not in self.head_names():
             try:
                 return self.model(name)
             except UnknownNameError:
-                heads = self.head_names()
-                raise UnknownNameError("draft model or head", name, self.model_names() + heads) from None
+                others = self.head_names() + self.lookup_names()
+                raise UnknownNameError("draft model, head or lookup", name, self.model_names() + others) from None
         head = self.head(name)
         if target is not None and head.target.name != target:
             raise InputError(f"draft head '{name}' drafts for {head.target.name}, not {target}: a head reads its "

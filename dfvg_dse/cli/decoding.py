@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from dfvg_dse.acceptance import (AdaptRule, DuoRule, Eagle2Rule, acceptance_warnings, check_round, fit_profile, greedy_acceptance,
@@ -13,8 +15,11 @@ from dfvg_dse.cli._base import (SEED, FiniteFloatRange, Temperature, catalog_of,
                                 emit_warnings, refuse_other_rules)
 from dfvg_dse.files import check_output_path, path_text
 from dfvg_dse.report import dynamic_record, profile_record, tree_record
+from dfvg_dse.catalog import UnknownNameError
 from dfvg_dse.specs import InputError, TreeSpec
+from dfvg_dse.specs.measurements import METHOD_DRAFTERS
 from dfvg_dse.tree import draw_tree, from_document, optimal_tree, parse_tree_spec
+from dfvg_dse.tree.from_tau import profile_from_tau, published_profile, published_profile_name
 
 ACCEPTANCE_HELP = "0.8 (i.i.d. alpha), 0.63,0.11,0.06 (rank vector), pair:NAME (see `acceptance list`) or a file."
 TREE_HELP = ("chain:G, seq:KxL, kary:KxD, choices:[[0],[1],[0,0]], vllm:[(0,),(0,0)], parents:-1,0,1, "
@@ -153,8 +158,13 @@ def acceptance_list(ctx: click.Context, as_json: bool) -> None:
         emit_json(records)
         return
     emit_table([[r["name"], f"{r['rank_probs'][0]:.3f}", len(r["rank_probs"]), r["tag"],
-                 "yes" if r["confidence"] else "no"] for r in records],
-               ["name", "p_1", "ranks", "tag", "confidence model"])
+                 "yes" if r["confidence"] else "no", _published_text(r["published"])] for r in records],
+               ["name", "p_1", "ranks", "tag", "confidence model", "from tau (tokens/depth)"])
+
+
+def _published_text(published: dict | None) -> str:
+    return "" if published is None else \
+        f"{published['mean_accepted_tokens']:g} ({published['tree_tokens']}/{published['tree_depth']})"
 
 
 @acceptance.command("show")
@@ -222,6 +232,79 @@ def acceptance_fit(ctx: click.Context, trace: str, output: str, name: str | None
     else:
         click.echo(f"wrote {path}: {result.rounds} rounds, p_1 = {record['rank_probs'][0]:.4f} "
                    f"[{record['ci_low'][0]:.4f}, {record['ci_high'][0]:.4f}]")
+
+
+FROM_TAU_MODES = {"one": ("tau", "tree_tokens", "tree_depth", "name", "output", "source"),
+                  "measurements": ("source_id", "methods", "out_dir")}
+
+
+def _published_profiles(catalog, source_id: str, methods: tuple[str, ...], out_dir: str) -> list:
+    """(path, profile, meta) of every row of one speculative measurement file drafted by a head or a
+    lookup (or by `methods`), names made unique by the row number; computed before any is written."""
+    sources = {s.id: s for s in catalog.measurements("speculative")}
+    if source_id not in sources:
+        raise UnknownNameError("speculative measurement file", source_id, sorted(sources))
+    source, taken, out = sources[source_id], set(), []
+    rows = [(i, r) for i, r in enumerate(source.rows, 1)
+            if (r.method in methods if methods else METHOD_DRAFTERS[r.method] != "model")]
+    if not rows:
+        raise InputError(f"--measurements {source_id}: no row drafted by " + (", ".join(methods) if methods else
+                         "a head or a lookup") + f"; its methods: {', '.join(sorted({r.method for r in source.rows}))}")
+    for index, row in rows:
+        name = published_profile_name(source.id, row)
+        name = f"{name}/row{index}" if name in taken else name
+        taken.add(name)
+        profile, meta = published_profile(source, row, name)
+        out.append((Path(out_dir) / (name.replace("/", "__") + ".toml"), profile, meta))
+    return out
+
+
+@acceptance.command("from-tau")
+@click.option("--tau", type=FiniteFloatRange(min=1.0, min_open=True), help="Published mean accepted tokens a round, bonus included.")
+@click.option("--tree-tokens", type=click.IntRange(1), help="Draft tokens a round of the published tree (chain: its length).")
+@click.option("--tree-depth", type=click.IntRange(1), help="Levels of the published tree (chain: its length).")
+@click.option("--name", help="Profile name (with --tau).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Profile file to write (with --tau).")
+@click.option("--source", help="Where tau was published (with --tau): paper, table, URL.")
+@click.option("--measurements", "source_id", help="A speculative file of hwdb/measurements: one profile per row.")
+@click.option("--method", "methods", multiple=True, help="Rows of these methods only [default: heads and lookups].")
+@click.option("--out-dir", type=click.Path(file_okay=False), help="Folder for the profiles (with --measurements).")
+@click.option("--force", is_flag=True, help="Replace existing files.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON list on stdout.")
+@click.pass_context
+def acceptance_from_tau(ctx: click.Context, tau, tree_tokens, tree_depth, name, output, source, source_id, methods,
+                        out_dir, force: bool, as_json: bool) -> None:
+    """Profiles that reproduce a published mean accepted length at its tree (docs/acceptance-and-trees.md)."""
+    catalog = catalog_of(ctx)
+    mode = "measurements" if source_id is not None else "one"
+    refuse_other_rules(ctx, FROM_TAU_MODES, mode, "--measurements" if source_id is not None else "--tau")
+    needed = [o for o, v in (("--out-dir", out_dir),) if v is None] if source_id is not None else \
+        [o for o, v in (("--tau", tau), ("--tree-tokens", tree_tokens), ("--tree-depth", tree_depth),
+                        ("--name", name), ("--output", output)) if v is None]
+    if needed:
+        raise InputError(f"acceptance from-tau: missing {', '.join(needed)}"
+                         + ("" if source_id is not None else " (or give --measurements ID --out-dir DIR)"))
+    if source_id is not None:
+        planned = _published_profiles(catalog, source_id, methods, out_dir)
+    else:
+        check_output_path(output, "--output")
+        text = source or f"--tau {tau:g} at {tree_tokens} draft tokens, depth {tree_depth} (command line)"
+        fit = {"method": "from-tau", "mean_accepted_tokens": tau, "tree_tokens": tree_tokens, "tree_depth": tree_depth}
+        planned = [(Path(output), profile_from_tau(name, tau, tree_tokens, tree_depth, text),
+                    {"tag": "derived", "fit": fit})]
+    clash = [str(p) for p, _, _ in planned if p.exists()] if not force else []
+    if clash:
+        raise InputError(f"{clash[0]}: already exists" + (f" (and {len(clash) - 1} more)" if len(clash) > 1 else "")
+                         + "; pass --force to replace")
+    Path(planned[0][0]).parent.mkdir(parents=True, exist_ok=True)
+    records = [{**profile_record(p, {"path": str(catalog.write_profile(path, p, meta, True)), "tag": "derived"}),
+                "mean_accepted_tokens": meta["fit"]["mean_accepted_tokens"]} for path, p, meta in planned]
+    if as_json:
+        emit_json(records)
+        return
+    for r in records:
+        click.echo(f"wrote {r['path']}: tau {r['mean_accepted_tokens']:g}, p_1 = {r['rank_probs'][0]:.4f}, "
+                   f"{len(r['rank_probs'])} rank(s)")
 
 
 def _distribution(text: str, name: str) -> list[float]:

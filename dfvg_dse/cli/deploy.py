@@ -15,6 +15,7 @@ from dfvg_dse.pipeline.realise import realise_and_price
 from dfvg_dse.report.engines import FORMATS, engine_config, engine_dtype, realised_record
 from dfvg_dse.specs import InputError, TreeSpec
 from dfvg_dse.specs.deploy import ENGINES
+from dfvg_dse.specs.drafter import LOOKUP_KINDS
 
 
 
@@ -77,13 +78,17 @@ class _Pricer:
         return self.spaces[cost_profile]
 
 
+def _noun(kind: str) -> str:
+    return "lookup" if kind in LOOKUP_KINDS else "head"
+
+
 def _engine_export(design: dict, fmt: str, support, pricer: _Pricer, options_file: str) -> dict:
     space, chosen = pricer.space(support.cost_profile)
     kind = space.draft.head_kind  # the engines run heads through their own methods (eagle3, EAGLE3, NEXTN)
     if kind and support.head_method(kind) is None:
-        raise InputError(f"--format {fmt}: the design drafts with the {kind} head '{chosen['draft']}', which "
+        raise InputError(f"--format {fmt}: the design drafts with the {kind} {_noun(kind)} '{chosen['draft']}', which "
                          f"{support.display_name} {support.version} runs no method for here "
-                         "(hwdb/engine-support: head_methods); --format vllm or sglang export it")
+                         "(hwdb/engine-support/ENGINE.toml head_methods: the engines that do)")
     tree = TreeSpec(tuple(design["parents"]), tuple(design["ranks"]))
     realised, est = realise_and_price(space, tree, int(design["batch"]), design["verify_device"], support,
                                       chosen["target_dtype"], chosen["draft_dtype"])
@@ -95,7 +100,9 @@ def _engine_export(design: dict, fmt: str, support, pricer: _Pricer, options_fil
                 "expert_parallel": group.expert if group and space.target.moe is not None else 1,
                 "options_file": options_file}
     # the drafter as the run's space has it (a --trial design carries no kind of its own)
-    return engine_config({**design, "drafter": kind or "lm"}, fmt, support, record, settings)
+    lookup = catalog_of(pricer.ctx).lookup_entry(space.draft.name).spec if space.draft.drafts_by_lookup else None
+    sizes = {"lookup": {"min_ngram": lookup.min_ngram, "max_ngram": lookup.max_ngram}} if lookup else {}
+    return engine_config({**design, "drafter": kind or "lm", **sizes}, fmt, support, record, settings)
 
 
 def _out_path(path: Path, name: str, fmt: str, output: str | None) -> Path:
@@ -151,7 +158,7 @@ def export_cmd(ctx, run, pick, trial, fmt, engine_version, output, as_json):
         skipped = [f for f, r in releases.items() if r.head_method(kind) is None]
         if skipped:
             click.echo(f"warning: --format all: {', '.join(releases[f].display_name for f in skipped)} run no "
-                       f"method for {kind} heads here: not exported", err=True)
+                       f"method for {kind} {_noun(kind)}s here: not exported", err=True)
         formats = tuple(f for f in formats if f not in skipped)
         releases = {f: r for f, r in releases.items() if f not in skipped}
     configs = []  # every export is built before any is written: a refusal leaves no partial set

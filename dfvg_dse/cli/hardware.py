@@ -7,7 +7,7 @@ import click
 from dfvg_dse.catalog import HW_KINDS
 from dfvg_dse.cli._base import (engine_option, parallel_options, MAX_POINTS, MAX_VALUE, catalog_of, cli, emit_json, emit_json_list, emit_table,
                               emit_warnings, parse_int_list)
-from dfvg_dse.report import cost_records, device_inputs, head_record, hw_record, hw_summary, model_record
+from dfvg_dse.report import cost_records, device_inputs, head_record, hw_record, hw_summary, lookup_record, model_record
 from dfvg_dse.specs import InputError
 from dfvg_dse.units import DTYPE_BYTES, TAGS
 
@@ -91,13 +91,29 @@ def models_heads(ctx: click.Context, as_json: bool) -> None:
                 "tag"])
 
 
+@models.command("lookups")
+@click.option("--json", "as_json", is_flag=True, help="One JSON list on stdout.")
+@click.pass_context
+def models_lookups(ctx: click.Context, as_json: bool) -> None:
+    """List model-free drafters (n-gram prompt lookup; models/lookups/) with their host-CPU cost."""
+    catalog = catalog_of(ctx)
+    records = [lookup_record(catalog.lookup_entry(n)) for n in catalog.lookup_names()]
+    if as_json:
+        emit_json(records)
+        return
+    emit_table([[r["name"], r["kind"], f"{r['min_ngram']}..{r['max_ngram']}", f"{r['lookup_us_per_round']:.1f}",
+                 f"{r['lookup_ns_per_context_token']:.1f}", r["tag"]] for r in records],
+               ["name", "kind", "n-gram", "us per round", "ns per context token", "tag"])
+
+
 def _show_head(record: dict, as_json: bool) -> None:
     if as_json:
         emit_json(record)
         return
-    click.echo(f"{record['name']}: {record['display_name']} ({record['kind']} head for {record['target']})")
+    whom = f" head for {record['target']}" if "target" in record else " drafter, for any target"
+    click.echo(f"{record['name']}: {record['display_name']} ({record['kind']}{whom})")
     click.echo(f"source: {record['source']} [{record['tag']}]")
-    emit_table([[k, f"{v:,}" if isinstance(v, int) else v] for k, v in record.items()
+    emit_table([[k, f"{v:,}" if isinstance(v, int) else f"{v:.4g}" if isinstance(v, float) else v] for k, v in record.items()
                 if k not in ("name", "display_name", "kind", "target", "source", "tag", "path")], ["field", "value"])
 
 
@@ -106,10 +122,13 @@ def _show_head(record: dict, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.pass_context
 def models_show(ctx: click.Context, name: str, as_json: bool) -> None:
-    """Show one model or draft head: shape, parameter counts and source."""
+    """Show one model, draft head or lookup drafter: shape, parameter counts and source."""
     catalog = catalog_of(ctx)
     if name not in catalog.model_names() and name in catalog.head_names():
         _show_head(head_record(catalog.head_entry(name)), as_json)
+        return
+    if name not in catalog.model_names() and name in catalog.lookup_names():
+        _show_head(lookup_record(catalog.lookup_entry(name)), as_json)
         return
     record = model_record(catalog.model_entry(name))
     if as_json:

@@ -22,6 +22,7 @@ from dfvg_dse.report import estimate_record, simulation_record
 from dfvg_dse.report.plots import plot_compare, plot_sweep
 from dfvg_dse.sim import simulate
 from dfvg_dse.specs import AdaptRule, DecodeConfig, DuoRule, Eagle2Rule, InputError, SystemSpec, draft_depth_cap
+from dfvg_dse.specs.decoding import dynamic_reason
 from dfvg_dse.tree import best_tree_for_round_time, from_document, parse_tree_spec
 from dfvg_dse.units import DTYPE_BYTES
 
@@ -157,6 +158,8 @@ def estimate_cmd(ctx, target, draft, draft_device, draft_tp, draft_pp, draft_ep,
             config = dataclasses.replace(base, tree=parse_tree_spec(tree_spec) if path is None
                                          else from_document(catalog.tree_document(tree_spec), str(path)))
         elif dynamic:
+            if dynamic_reason(draft_model):  # Medusa and lookups draft nothing level by level
+                raise InputError(f"--dynamic {dynamic}: {dynamic_reason(draft_model)}")
             if dynamic == "adapt":
                 setup = Setup(target_model, draft_model, profile, verify, drafter, drafter, system.link, system.link,
                               system.link, batch=batch, context=context)
@@ -177,7 +180,7 @@ def estimate_cmd(ctx, target, draft, draft_device, draft_tp, draft_pp, draft_ep,
                              larger)
             _refuse_past_cap(ctx, "max_depth", max_depth, OPTIMAL_MAX_DEPTH, "the round-time-optimal tree's levels",
                              larger)
-            cap = drafter.fpga.branch_lanes if drafter.fpga else None
+            cap = 1 if draft_model.drafts_by_lookup else drafter.fpga.branch_lanes if drafter.fpga else None
             depth = draft_depth_cap(draft_model, min(max_depth, OPTIMAL_MAX_DEPTH))  # Medusa: one level per head
             best = best_tree_for_round_time(profile, lambda t: estimate(dataclasses.replace(base, tree=t),
                                                                         rounds=rounds).round_time_s or math.inf,

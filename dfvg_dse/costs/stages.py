@@ -2,7 +2,8 @@
 
 Draft time D = sum over levels i = 0..depth-1 of one draft forward over the w_i nodes of level i
 (w_0 = 1, the root): drafting level i + 1 runs the draft model on level i (Medusa's heads draft every
-level in one forward on the root); plus the draft device's
+level in one forward on the root; a lookup drafter searches each sequence's context once on the host
+CPU, `lookup_s_per_round` + `lookup_s_per_context_token` x context); plus the draft device's
 fixed per-round work (`draft_round_overhead_s`, 0 unless calibrated). Verify time V is one
 target forward over the root and every draft node, with the tree's ancestor pairs for attention.
 Link bytes: `record_bytes` per draft token down (plus Q over the vocabulary in fp16 when
@@ -26,6 +27,9 @@ def tree_draft_time_s(model: ModelSpec, device: DeviceSpec, widths, context: int
         return np.zeros(widths.shape[:-1]), np.array("memory")
     frontier = np.concatenate([np.ones(widths.shape[:-1] + (1,)), widths[..., :-1]], axis=-1)  # w_0 .. w_{D-1}
     live = widths > 0  # step i drafts level i + 1: it runs only if that level has nodes (rows may be padded)
+    if model.drafts_by_lookup:  # the host CPU searches each sequence's context once a round; no forward
+        seconds = batch * (model.lookup_s_per_round + model.lookup_s_per_context_token * np.asarray(context, float))
+        return np.where(live.any(axis=-1), seconds, 0.0), np.array("lookup")
     if model.drafts_in_one_pass:  # Medusa: every head at once, one forward on the root's hidden state
         frontier, live = frontier[..., :1], live.any(axis=-1, keepdims=True)
     cost = device_forward_cost(model, device, np.where(frontier > 0, frontier, 1.0),

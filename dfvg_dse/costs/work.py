@@ -83,7 +83,9 @@ def _layer_counts(model: ModelSpec) -> tuple[int, int]:
 
 
 def param_counts(model: ModelSpec) -> ParamCounts:
-    """Exact parameter counts of a model as Hugging Face builds it."""
+    """Exact parameter counts of a model as Hugging Face builds it (a lookup drafter: none)."""
+    if model.drafts_by_lookup:
+        return ParamCounts(total=0, embedding=0, matmul=0, per_layer=0, head=0, read_per_forward=0)
     d, v, de = model.d_model, model.vocab_size, model.d_embed
     layer_matmul, layer_all = _layer_counts(model)
     head = de * v

@@ -32,7 +32,7 @@ from dfvg_dse.pipeline.rounds import static_tokens_and_hit
 from dfvg_dse.pipeline.schedule import overlap_cycle
 from dfvg_dse.specs import (AcceptanceProfile, AdaptRule, DecodeConfig, DeviceSpec, InputError, LinkSpec, ModelSpec,
                             SystemSpec, TreeSpec)
-from dfvg_dse.specs.decoding import HEAD_OVERLAP
+from dfvg_dse.specs.decoding import LOOKUP_CHAIN, LOOKUP_HOST, overlap_reason
 from dfvg_dse.specs.objectives import COSTS, DEFAULT_COST, SPEED, cost_objective
 from dfvg_dse.tree import check_sequoia, chain, dp_tree, greedy_tree, kary, sequences, sequoia_dp
 
@@ -274,8 +274,12 @@ def evaluate_points(space: SearchSpace, shapes: list[Shape], drafts: list[Device
         why = np.where(c_mem > 0, f"model and KV cache do not fit '{verifier.name}' / '{drafter.name}'", why)
         why = np.where(c_width > 0, f"a level is wider than the {lanes} lanes of '{drafter.name}'", why)
         why = np.where((k > 0) & same, "overlap needs two devices", why)
-        if space.draft.head_kind:
-            why = np.where(k > 0, HEAD_OVERLAP, why)
+        if overlap_reason(space.draft):
+            why = np.where(k > 0, overlap_reason(space.draft), why)
+        if space.draft.drafts_by_lookup:  # one continuation a round, on the verifier's host
+            why = np.where(widths.max(axis=1) > 1, LOOKUP_CHAIN, why)
+            if not same:
+                why[:] = LOOKUP_HOST
         if space.draft.max_draft_depth:  # Medusa: one position per head
             levels = (widths > 0).sum(axis=1)
             why = np.where(levels > space.draft.max_draft_depth,

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from dfvg_dse.pipeline.estimate import Estimate, estimate
 from dfvg_dse.specs import (AcceptanceProfile, AdaptRule, DecodeConfig, DeviceSpec, DuoRule, LinkSpec, ModelSpec,
                             SystemSpec, draft_depth_cap)
+from dfvg_dse.specs.decoding import LOOKUP_HOST
 from dfvg_dse.tree import best_tree_for_round_time, chain
 from dfvg_dse.costs import device_forward_cost, tree_verify_cost
 
@@ -36,6 +37,7 @@ FPGA_CORES = 4  # assumed: DFVG's "multi-core" overlay (MCoreOPU, from the same 
 ADAPT_DEFAULTS = dict(threshold=0.05, temperature=0.0, budget=64, max_depth=16)
 SCENARIOS = ("ar", "sps", "specinfer", "duodecoding", "dovetail", "amusd", "dfvg")
 ABLATION = ("hw-branch", "+treesort", "+multicore", "+overlap")
+ON_THE_TARGETS_GPU = ("sps", "specinfer")  # the scenarios that draft where the target verifies
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,8 @@ def _chains(setup: Setup, name: str, draft, verify, link, schedule: str, baselin
 def _best_tree(setup: Setup, cfg: DecodeConfig, baseline: float, rounds: int) -> Estimate:
     """`cfg` with the static tree (up to 32 nodes, 8 levels) of the highest tokens/s."""
     best = best_tree_for_round_time(setup.acceptance, lambda t: estimate(
-        dataclasses.replace(cfg, tree=t), baseline, rounds).round_time_s or math.inf, 32, draft_depth_cap(setup.draft, 8))
+        dataclasses.replace(cfg, tree=t), baseline, rounds).round_time_s or math.inf, 32, draft_depth_cap(setup.draft, 8),
+        1 if setup.draft.drafts_by_lookup else None)  # a lookup proposes one continuation: chains
     return estimate(dataclasses.replace(cfg, tree=best.tree), baseline, rounds)
 
 
@@ -122,6 +125,8 @@ def scenario(setup: Setup, name: str, baseline: float | None = None, rounds: int
     overlap = "sequential" if setup.draft is not None and setup.draft.head_kind else "overlap"
     if name == "ar":
         return estimate(setup.config("ar", gpu, gpu, None, schedule="ar"), baseline, rounds)
+    if setup.draft is not None and setup.draft.drafts_by_lookup and name not in ON_THE_TARGETS_GPU:
+        return Estimate(name, "sequential", False, LOOKUP_HOST)
     if name == "sps":
         return _chains(setup, name, gpu, gpu, None, "sequential", baseline, rounds)
     if name == "specinfer":

@@ -49,6 +49,21 @@ def limits(design: dict, engine: str) -> list[str]:
     return notes
 
 
+def lookup_limits(engine: str, lookup: dict | None) -> list[str]:
+    """How an engine's n-gram drafting differs from the searched lookup (matched sizes, the corpus)."""
+    if not lookup:
+        return []
+    notes = {"sglang": "SGLang's NGRAM drafts from a trie of every request's recent tokens (up to 18 deep), not "
+                       "only this sequence's last n-gram: priced with the lookup's acceptance profile",
+             "trtllm": "TensorRT-LLM's NGram keeps a pool of pattern matches shared by the requests "
+                       "(is_public_pool): priced with the lookup's acceptance profile"}
+    out = [notes[engine]] if engine in notes else []
+    if engine == "hf" and lookup["min_ngram"] > 1:
+        out.append(f"transformers matches the last {lookup['max_ngram']} down to 1 token: the lookup's "
+                   f"min_ngram {lookup['min_ngram']} becomes 1")
+    return out
+
+
 # The activation dtypes the engines' --dtype takes; narrower weights (a checkpoint stored in FP8) load
 # with "auto", the dtype and quantisation coming from the checkpoint's own config.
 ENGINE_DTYPES = ("float16", "bfloat16", "float32")
@@ -62,6 +77,8 @@ def engine_dtype(target_dtype: str) -> str:
 def _vllm(names: dict, settings: dict, realised: dict) -> dict:
     spec = {"method": names["method"] or "draft_model", **({"model": names["draft"]} if names["draft"] else {}),
             "num_speculative_tokens": realised["depth"]}
+    if names["lookup"]:  # vLLM's ngram proposer: the longest match of min..max tokens, its earliest occurrence
+        spec |= {"prompt_lookup_min": names["lookup"]["min_ngram"], "prompt_lookup_max": names["lookup"]["max_ngram"]}
     kwargs = {"model": names["target"], "dtype": settings["dtype"], "max_model_len": settings["max_len"],
               "max_num_seqs": realised["batch"], "tensor_parallel_size": settings["tensor_parallel"],
               "speculative_config": spec}
@@ -85,6 +102,9 @@ def _sglang(names: dict, settings: dict, realised: dict) -> dict:
             **({"speculative_draft_model_path": names["draft"]} if names["draft"] else {}),
             "speculative_num_steps": realised["depth"], "speculative_eagle_topk": realised["topk"],
             "speculative_num_draft_tokens": realised["draft_tokens"] + 1}  # SGLang counts the root
+    if names["lookup"]:  # NGRAM sets topk to the BFS breadth and num_steps from the draft tokens itself
+        del args["speculative_num_steps"], args["speculative_eagle_topk"]
+        args |= {"speculative_ngram_min_bfs_breadth": 1, "speculative_ngram_max_bfs_breadth": 1}  # one chain
     if settings.get("pipeline_parallel", 1) > 1:
         args["pp_size"] = settings["pipeline_parallel"]
     if settings.get("expert_parallel", 1) > 1:
@@ -104,7 +124,28 @@ def _hf_target_line(settings: dict) -> str:
     return f"target = AutoModelForCausalLM.from_pretrained(TARGET, {dtype}).to(DEVICE)"
 
 
+def _hf_lookup(names: dict, settings: dict, realised: dict) -> dict:
+    """Prompt lookup: no assistant; generate() drafts by matching the last 1..max_matching_ngram_size
+    tokens (transformers' PromptLookupCandidateGenerator, longest first)."""
+    generate = {"prompt_lookup_num_tokens": realised["depth"], "max_matching_ngram_size": names["lookup"]["max_ngram"],
+                "do_sample": False, "max_new_tokens": settings["max_new_tokens"]}
+    lines = ["import torch",
+             "from transformers import AutoModelForCausalLM, AutoTokenizer",
+             "",
+             f"TARGET = {names['target']!r}",
+             'DEVICE = "cuda" if torch.cuda.is_available() else "cpu"',
+             "tokenizer = AutoTokenizer.from_pretrained(TARGET)",
+             _hf_target_line(settings),
+             f"inputs = tokenizer([{PROMPT!r}], return_tensors=\"pt\").to(DEVICE)  # one sequence: prompt lookup "
+             "runs at batch 1",
+             "output = target.generate(**inputs, " + ", ".join(f"{k}={v!r}" for k, v in generate.items()) + ")",
+             "print(tokenizer.decode(output[0], skip_special_tokens=True))"]
+    return {"python": "\n".join(lines) + "\n", "generate_kwargs": generate, "models": {"target": names["target"]}}
+
+
 def _hf(names: dict, settings: dict, realised: dict) -> dict:
+    if names["lookup"]:
+        return _hf_lookup(names, settings, realised)
     assistant = {"num_assistant_tokens": realised["depth"], "num_assistant_tokens_schedule": "constant",
                  "assistant_confidence_threshold": 0.0}
     generate = {"do_sample": False, "max_new_tokens": settings["max_new_tokens"]}
@@ -127,8 +168,24 @@ def _hf(names: dict, settings: dict, realised: dict) -> dict:
             "models": {"target": names["target"], "assistant": names["draft"]}}
 
 
+def _trtllm_spec(names: dict, depth: int) -> dict:
+    """TensorRT-LLM's speculative_config by its decoding_type (tensorrt_llm/llmapi/llm_args.py): a draft
+    model (Draft_Target), an EAGLE-3 head run inside the target's engine (Eagle, one model), the
+    target's own MTP layers (MTP: num_nextn_predict_layers sets max_draft_len) or n-gram matching."""
+    method = names["method"] or "Draft_Target"
+    if method == "Eagle3":
+        return {"decoding_type": "Eagle", "max_draft_len": depth, "speculative_model": names["draft"],
+                "eagle3_one_model": True}
+    if method == "MTP":
+        return {"decoding_type": "MTP", "num_nextn_predict_layers": depth}
+    if method == "NGram":
+        return {"decoding_type": "NGram", "max_draft_len": depth,
+                "max_matching_ngram_size": names["lookup"]["max_ngram"]}
+    return {"decoding_type": method, "max_draft_len": depth, "speculative_model": names["draft"]}
+
+
 def _trtllm(names: dict, settings: dict, realised: dict) -> dict:
-    spec = {"decoding_type": "Draft_Target", "max_draft_len": realised["depth"], "speculative_model": names["draft"]}
+    spec = _trtllm_spec(names, realised["depth"])
     options = {"dtype": settings["dtype"], "max_batch_size": realised["batch"], "max_seq_len": settings["max_len"],
                "tensor_parallel_size": settings["tensor_parallel"], "speculative_config": spec}
     command = ["trtllm-serve", names["target"], "--backend", "pytorch", "--max_batch_size", str(realised["batch"]),
@@ -158,11 +215,11 @@ def engine_config(design: dict, fmt: str, support=None, realised: dict | None = 
         return {"format": "dfvg-dse", **design, "choices": choices(design["parents"], design["ranks"])}
     if fmt not in WRITERS:
         raise ValueError(f"unknown format {fmt!r}")
-    kind = design.get("drafter", "lm")  # a draft model, or a draft head's kind (issue 18)
-    # an MTP module is the target's own: the engines load it from the target's checkpoint
+    kind = design.get("drafter", "lm")  # a draft model, a draft head's kind or a lookup's (issue 18)
+    # an MTP module is the target's own (the engines load it from the target's checkpoint); a lookup has none
     names = {"target": hf_repo(design["target_source"]),
-             "draft": None if kind == "mtp" else hf_repo(design["draft_source"]),
-             "method": None if kind == "lm" else support.head_method(kind)}
+             "draft": None if kind in ("mtp", "ngram") else hf_repo(design["draft_source"]),
+             "method": None if kind == "lm" else support.head_method(kind), "lookup": design.get("lookup")}
     artefacts = WRITERS[fmt](names, settings, realised)
     return {"engine": fmt, "engine_version": support.version, "display_name": support.display_name,
             "checked": support.checked, "checked_source": support.source, **artefacts,
@@ -171,7 +228,8 @@ def engine_config(design: dict, fmt: str, support=None, realised: dict | None = 
                          "batch": design["batch"], "family": design["family"], "depth": design["depth"],
                          "draft_tokens": len(design["parents"]) - 1, **design.get("expected", {})},
             "realised": {k: v for k, v in realised.items() if k != "changes"},
-            "changes": limits(design, support.display_name) + list(realised["changes"])}
+            "changes": limits(design, support.display_name) + lookup_limits(fmt, names["lookup"])
+            + list(realised["changes"])}
 
 
 def realised_record(realised, est, cost_profile: str) -> dict:

@@ -145,6 +145,16 @@ def head_record(entry) -> dict:
             "draft_vocab": spec.draft_vocab or spec.target.vocab_size}
 
 
+def lookup_record(entry) -> dict:
+    """A lookup drafter (catalog LookupEntry) as a dict: the n-gram sizes it matches and its host-CPU
+    seconds a round (costs/stages.py prices batch x (per round + per context token x context))."""
+    spec = entry.spec
+    return {"name": spec.name, "display_name": spec.display_name, "kind": spec.kind, "path": str(entry.path),
+            "source": spec.source, "tag": entry.tag, "params": 0, "min_ngram": spec.min_ngram,
+            "max_ngram": spec.max_ngram, "lookup_us_per_round": spec.lookup_s_per_round * 1e6,
+            "lookup_ns_per_context_token": spec.lookup_s_per_context_token * 1e9, "cost_source": spec.cost_source}
+
+
 def weight_stream_bandwidth_bytes_per_s(model: ModelSpec, device: DeviceSpec) -> float:
     """Achieved bandwidth the weights stream at: on-chip SRAM when an FPGA holds them, else main memory."""
     if device.fpga is not None:
@@ -227,7 +237,11 @@ def profile_record(profile, document: dict) -> dict:
               "rank_probs": list(profile.rank_probs),
               "depth_rank": [list(row) for row in profile.depth_rank] if profile.depth_rank else None,
               "ci_low": document.get("rank", {}).get("ci_low"), "ci_high": document.get("rank", {}).get("ci_high"),
-              "confidence": None, "trace": None}
+              "confidence": None, "trace": None, "published": None}
+    fit = document.get("fit", {})
+    if fit.get("method") == "from-tau":  # derived from a published mean accepted length (tree/from_tau.py)
+        record["published"] = {k: fit.get(k) for k in ("mean_accepted_tokens", "tree_tokens", "tree_depth", "family",
+                                                       "measurements")}
     trace = profile.trace
     if trace is not None:
         record["trace"] = {"runs": len(trace.ranks or trace.accept_probs), "run_tokens": trace.run_tokens,

@@ -22,7 +22,7 @@ from dfvg_dse.pipeline.grid import (SCHEDULE_CHOICES, Grid, SearchSpace, adapt_e
                                     build_shapes, evaluate_grid, evaluate_points, fpga_variant,
                                     shape_key, unpriced_reason)
 from dfvg_dse.specs import DecodeConfig, SystemSpec
-from dfvg_dse.specs.decoding import HEAD_OVERLAP, ONE_PASS_DYNAMIC
+from dfvg_dse.specs.decoding import dynamic_reason, overlap_reason
 from dfvg_dse.specs.objectives import cost_objective
 from dfvg_dse.tree import greedy_tree
 
@@ -217,10 +217,10 @@ def _evaluate_adapt(space: SearchSpace, point: dict, drafter, verifier) -> dict:
     rule = adapt_rule(space, drafter, verifier, point["batch"], point["width"], point["budget"], point["threshold"],
                       point["window_ratio"], point["temperature"], point["depth"])
     link = None if drafter.name == verifier.name else space.link_for(drafter)
-    if space.draft.head_kind and point["schedule"] != "sequential":
-        return _infeasible(HEAD_OVERLAP, (-1.0, -1.0, 1.0))
-    if space.draft.drafts_in_one_pass:
-        return _infeasible(ONE_PASS_DYNAMIC, (-1.0, -1.0, 1.0))
+    if overlap_reason(space.draft) and point["schedule"] != "sequential":
+        return _infeasible(overlap_reason(space.draft), (-1.0, -1.0, 1.0))
+    if dynamic_reason(space.draft):
+        return _infeasible(dynamic_reason(space.draft), (-1.0, -1.0, 1.0))
     if drafter.name != verifier.name and link is None:
         return _infeasible(f"no link from '{drafter.name}' to '{verifier.name}' in the space", (-1.0, -1.0, 1.0))
     config = DecodeConfig(space.target, SystemSpec(drafter, verifier, link), space.draft, space.acceptance,

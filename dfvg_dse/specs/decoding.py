@@ -262,9 +262,29 @@ SCHEDULES = ("ar", "sequential", "overlap")
 # next round cannot start before that verification ends (issue 18)
 HEAD_OVERLAP = ("a draft head reads the target's features of the tokens just verified: it drafts after "
                 "verification, not during it (schedule sequential)")
+# A lookup drafts from the tokens a verification accepts, too
+LOOKUP_OVERLAP = ("a prompt lookup searches the tokens just verified: it drafts after verification, not "
+                  "during it (schedule sequential)")
 # Medusa's heads draft every position in one forward: no level-by-level drafting for a rule to steer
 ONE_PASS_DYNAMIC = ("Medusa's heads draft every position of a round in one forward on the last hidden state: "
                     "give a static tree (--tree), not a dynamic rule")
+# A prompt lookup copies one earlier continuation: a chain, found on the verifier's host
+LOOKUP_CHAIN = "a prompt lookup proposes one continuation a round: give a chain (--tree chain:K)"
+LOOKUP_HOST = "a prompt lookup runs on the verifier's host CPU, not on another device"
+
+
+def overlap_reason(draft) -> str:
+    """Why `draft` cannot draft during verification ('' when it can)."""
+    if getattr(draft, "drafts_by_lookup", False):
+        return LOOKUP_OVERLAP
+    return HEAD_OVERLAP if getattr(draft, "head_kind", "") else ""
+
+
+def dynamic_reason(draft) -> str:
+    """Why `draft` cannot follow a dynamic rule ('' when it can): nothing drafts level by level."""
+    if getattr(draft, "drafts_in_one_pass", False):
+        return ONE_PASS_DYNAMIC
+    return LOOKUP_CHAIN + ", not a dynamic rule" if getattr(draft, "drafts_by_lookup", False) else ""
 
 
 def draft_depth_cap(draft, depth: int) -> int:
@@ -328,11 +348,17 @@ class DecodeConfig:
             raise SpecError("attention_efficiency", self.attention_efficiency, "must be in (0, 1]")
         if self.sync_s < 0:
             raise SpecError("sync_s", self.sync_s, "must be >= 0")
-        if self.schedule == "overlap" and getattr(self.draft, "head_kind", ""):
-            raise SpecError("schedule", self.schedule, HEAD_OVERLAP)
+        if self.schedule == "overlap" and overlap_reason(self.draft):
+            raise SpecError("schedule", self.schedule, overlap_reason(self.draft))
         if self.schedule != "ar" and self.draft is not None:
-            if self.dynamic is not None and getattr(self.draft, "drafts_in_one_pass", False):
-                raise SpecError("dynamic", describe(self.dynamic), ONE_PASS_DYNAMIC)
+            if self.dynamic is not None and dynamic_reason(self.draft):
+                raise SpecError("dynamic", describe(self.dynamic), dynamic_reason(self.draft))
+            if getattr(self.draft, "drafts_by_lookup", False):
+                if self.tree is not None and max(self.tree.level_widths(), default=1) > 1:
+                    raise SpecError("tree", self.tree.name or "tree", LOOKUP_CHAIN)
+                if self.system.draft.name != self.system.verify.name:
+                    raise SpecError("draft device", self.system.draft.name,
+                                    LOOKUP_HOST + ": draft and verify on one device (leave --draft-device unset)")
             why = draft_depth_reason(self.draft, self.tree.depth) if self.tree is not None else ""
             if why:
                 raise SpecError("tree", self.tree.name or "tree", why)

@@ -11,8 +11,8 @@ hwdb/engine-support/ENGINE.toml, each release checked against the engine's own c
 - `max_batch`: the largest batch the engine's speculative mode serves (0: no limit of its own);
 - `draft_dtype`: `target` (the drafter runs in the target's dtype) or `own`;
 - `cost_profile`: the hwdb/engines profile that prices the engine's GPU forwards;
-- `head_methods`: the method the release runs each kind of draft head with (vLLM `eagle3`, SGLang
-  `EAGLE3`; issue 18); a kind it has none for is not exported to it.
+- `head_methods`: the method the release runs each kind of draft head or lookup with (vLLM `eagle3`,
+  `ngram`; SGLang `EAGLE3`, `NGRAM`; issue 18); a kind it has none for is not exported to it.
 """
 
 from __future__ import annotations
@@ -20,12 +20,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from dfvg_dse.specs.drafter import HEAD_KINDS
+from dfvg_dse.specs.drafter import DRAFTER_KINDS
 from dfvg_dse.specs.hardware import SpecError
 
 TREE_RULES = ("chain", "topk-pool")
 DRAFT_DTYPES = ("target", "own")
 ENGINES = ("vllm", "sglang", "hf", "trtllm")  # the export formats of serving engines
+MODEL_FREE_OR_HEAD = DRAFTER_KINDS[1:]  # every drafter kind but a draft model, which no method names
 VERSION_RE = re.compile(r"^\d+(\.\d+)*([a-z0-9.+-]*)$")
 
 
@@ -62,8 +63,8 @@ class EngineSupport:
         if isinstance(self.max_batch, bool) or not isinstance(self.max_batch, int) or self.max_batch < 0:
             raise SpecError("max_batch", self.max_batch, "an integer >= 0 (0: no limit)")
         for kind, method in self.head_methods:
-            if kind not in HEAD_KINDS:
-                raise SpecError(f"head_methods.{kind}", method, f"kinds: {', '.join(HEAD_KINDS)}")
+            if kind not in MODEL_FREE_OR_HEAD:
+                raise SpecError(f"head_methods.{kind}", method, f"kinds: {', '.join(MODEL_FREE_OR_HEAD)}")
         for name in ("display_name", "cost_profile", "checked", "source"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name).strip():
                 raise SpecError(name, getattr(self, name), "must be a non-empty string")

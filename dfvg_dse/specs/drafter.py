@@ -17,6 +17,7 @@ Standalone draft models (`lm`) are ModelSpecs; model-free lookup (`ngram`) has n
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 from dfvg_dse.specs.hardware import SpecError, _require_choice
@@ -122,3 +123,47 @@ class HeadSpec:
             head_dtype=self.target.head_dtype, head_kind=self.kind, extra_matmul_params=extra,
             feature_bytes_per_token=self.feature_values * FEATURE_BYTES_PER_VALUE,
             embedding_rows=None if rows == vocab else rows, shared_params=shared, max_draft_depth=depth)
+
+
+LOOKUP_KINDS = ("ngram",)
+
+
+@dataclass(frozen=True)
+class LookupSpec:
+    """A model-free drafter: prompt lookup / n-gram matching (Saxena's prompt-lookup decoding; vLLM
+    `ngram`, SGLang NGRAM, transformers' prompt_lookup_num_tokens). Each round it finds the last n
+    tokens (n from `max_ngram` down to `min_ngram`) earlier in the sequence and proposes the tokens
+    that followed them: one continuation, a chain. It runs on the host CPU beside the verifier, in
+    `lookup_s_per_round` + `lookup_s_per_context_token` x context seconds per sequence (`cost_source`)."""
+
+    name: str
+    min_ngram: int
+    max_ngram: int
+    lookup_s_per_round: float
+    lookup_s_per_context_token: float
+    cost_source: str
+    kind: str = "ngram"
+    display_name: str = ""
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        _require_choice(self, "kind", LOOKUP_KINDS)
+        for field in ("min_ngram", "max_ngram"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise SpecError(field, value, "must be an integer >= 1")
+        if self.min_ngram > self.max_ngram:
+            raise SpecError("min_ngram", self.min_ngram, f"must be <= max_ngram ({self.max_ngram})")
+        for field in ("lookup_s_per_round", "lookup_s_per_context_token"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+                raise SpecError(field, value, "must be a finite number of seconds >= 0")
+
+    def as_model(self, target: ModelSpec) -> ModelSpec:
+        """The lookup as the cost model prices a draft for `target`: no layer, no weights, no cache;
+        its host-CPU seconds a round (costs/stages.py)."""
+        return dataclasses.replace(
+            target, name=self.name, display_name=self.display_name or self.name, source=self.source,
+            head_kind=self.kind, n_layers=0, moe=None, mla=None, mtp_layers=0, sliding_layers=0, sliding_window=0,
+            extra_matmul_params=0, feature_bytes_per_token=0, embedding_rows=0, shared_params=0, max_draft_depth=0,
+            lookup_s_per_round=self.lookup_s_per_round, lookup_s_per_context_token=self.lookup_s_per_context_token)

@@ -8,6 +8,7 @@ is allowed.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,6 +18,8 @@ from dfvg_dse.units import DTYPE_BYTES, DTYPE_COMPUTE
 
 FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "opt", "mixtral", "qwen3_moe", "deepseek_v3", "gpt_oss")
 NORMS = ("rms", "layer")
+# drafter kinds with no decoder layer: Medusa's residual heads, model-free lookup
+LAYERLESS_KINDS = ("medusa", "ngram")
 MAX_ROUTING_SKEW = 4.0
 
 
@@ -161,6 +164,10 @@ class ModelSpec:
     shared_params: int = 0
     # positions one round can draft past the root (Medusa: one per head); 0: no limit
     max_draft_depth: int = 0
+    # a model-free lookup drafter (head_kind "ngram", specs/drafter.py LookupSpec): host-CPU seconds
+    # one sequence's lookup takes a round, fixed and per token of context it searches
+    lookup_s_per_round: float = 0.0
+    lookup_s_per_context_token: float = 0.0
 
     def __post_init__(self) -> None:
         _require_choice(self, "family", FAMILIES)
@@ -170,12 +177,14 @@ class ModelSpec:
             raise SpecError("moe", self.moe, "must be a MoeSpec or None")
         if self.moe is not None and self.moe.dense_layers > self.n_layers:
             raise SpecError("moe.dense_layers", self.moe.dense_layers, f"must be <= n_layers ({self.n_layers})")
-        # Medusa's heads are residual blocks on the last hidden state: no decoder layer of their own
-        _require_int(self, *(("n_layers",) if self.head_kind != "medusa" else ()), "d_model", "n_heads",
+        # Medusa's heads are residual blocks on the last hidden state and a lookup has no model: no
+        # decoder layer of their own
+        layerless = self.head_kind in LAYERLESS_KINDS
+        _require_int(self, *(("n_layers",) if not layerless else ()), "d_model", "n_heads",
                      "n_kv_heads", "head_dim", "d_ffn", "vocab_size", "max_positions")
         for name in ("extra_matmul_params", "feature_bytes_per_token", "shared_params", "max_draft_depth",
                      *(("embedding_rows",) if self.embedding_rows is not None else ()),
-                     *(("n_layers",) if self.head_kind == "medusa" else ())):
+                     *(("n_layers",) if layerless else ())):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise SpecError(name, value, "must be an integer >= 0")
@@ -203,11 +212,21 @@ class ModelSpec:
             raise SpecError("weight_group_size", self.weight_group_size, "must be 0 (per channel) or an integer >= 2")
         if not (isinstance(self.weight_bits, (int, float)) and 0 <= self.weight_bits <= 32):
             raise SpecError("weight_bits", self.weight_bits, "must be in [0, 32] (0: from the dtype and groups)")
+        for name in ("lookup_s_per_round", "lookup_s_per_context_token"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+                raise SpecError(name, value, "must be a finite number of seconds >= 0")
 
     @property
     def drafts_in_one_pass(self) -> bool:
         """Drafts every position of a round in one forward (Medusa's heads), not level by level."""
         return self.head_kind == "medusa"
+
+    @property
+    def drafts_by_lookup(self) -> bool:
+        """A model-free lookup (n-gram / prompt lookup): no weights, one continuation (a chain) a round,
+        found on the host CPU beside the verifier."""
+        return self.head_kind == "ngram"
 
     @property
     def weight_bytes_per_param(self) -> float:

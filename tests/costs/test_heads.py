@@ -274,10 +274,14 @@ def test_an_mtp_head_exports_without_a_draft_model(run, tmp_path):
     assert "model" not in vllm["llm_kwargs"]["speculative_config"]
     sglang = json.loads(run("export", str(tmp_path / "m"), "--format", "sglang", "--json").stdout)["server_args"]
     assert sglang["speculative_algorithm"] == "NEXTN" and "speculative_draft_model_path" not in sglang
+    trtllm = json.loads(run("export", str(tmp_path / "m"), "--format", "trtllm", "--json").stdout)
+    # llm_args.py MTPDecodingConfig: num_nextn_predict_layers sets max_draft_len; the module is the target's
+    assert json.loads(trtllm["yaml"])["speculative_config"] == {"decoding_type": "MTP",
+                                                                 "num_nextn_predict_layers": trtllm["realised"]["depth"]}
 
 
 @pytest.mark.parametrize("methods, message", [
-    ('{ eagle4 = "eagle4" }', "head_methods.eagle4' = 'eagle4': kinds: eagle, eagle3, medusa, mtp"),
+    ('{ eagle4 = "eagle4" }', "head_methods.eagle4' = 'eagle4': kinds: eagle, eagle3, medusa, mtp, ngram"),
     ('{ eagle3 = 3 }', "must be a table of head kind"),
     ('"eagle3"', "must be a table of head kind"),
 ])
@@ -356,9 +360,12 @@ def test_review_refusals_are_one_line(run, tmp_path):
     assert run("search", "--target", "qwen3-8b", "--draft", "eagle3-qwen3-8b", "--acceptance", "0.8",
                "--results-dir", str(tmp_path), "--run-id", "h").exit_code == 0
     every = run("export", str(tmp_path / "h"), "--pick", "knee", "--format", "all")
-    assert every.exit_code == 0 and "TensorRT-LLM run no method for eagle3 heads" in every.stderr
-    assert {p.name for p in (tmp_path / "h").glob("export-knee*")} == {"export-knee.vllm.json",
-                                                                        "export-knee.sglang.json"}
+    assert every.exit_code == 0 and "Hugging Face transformers run no method for eagle3 heads" in every.stderr
+    assert {p.name for p in (tmp_path / "h").glob("export-knee*")} == {
+        "export-knee.vllm.json", "export-knee.sglang.json", "export-knee.trtllm.json", "export-knee.trtllm.yaml"}
+    eagle = json.loads((tmp_path / "h" / "export-knee.trtllm.yaml").read_text())["speculative_config"]
+    assert eagle["decoding_type"] == "Eagle" and eagle["eagle3_one_model"] is True  # llm_args.py EagleDecodingConfig
+    assert eagle["speculative_model"] == "Tengyunw/qwen3_8b_eagle3"
     trial = int(json.loads((tmp_path / "h" / "recommended.json").read_text())["knee"]["trial"])
     by_trial = json.loads(run("export", str(tmp_path / "h"), "--trial", str(trial), "--format", "vllm",
                               "--json").stdout)

@@ -201,3 +201,49 @@ def test_sglang_resolves_an_eagle3_launch_command(head_export):
     view, realised = resolved_view(server_args), export["realised"]
     assert str(view.speculative_algorithm).upper().endswith("EAGLE3")
     assert (view.speculative_num_steps, view.speculative_eagle_topk) == (realised["depth"], realised["topk"])
+
+
+@pytest.fixture(scope="module")
+def lookup_exports(tmp_path_factory):
+    """The knee of a search drafting Qwen3-8B by prompt lookup, exported for vLLM and SGLang."""
+    import json
+    from click.testing import CliRunner
+    from dfvg_dse.cli import cli
+    runs = tmp_path_factory.mktemp("lookup-runs")
+    runner = CliRunner()
+    assert runner.invoke(cli, ["search", "--target", "qwen3-8b", "--draft", "prompt-lookup", "--acceptance", "0.4",
+                               "--results-dir", str(runs), "--run-id", "n"]).exit_code == 0
+    return {f: json.loads(runner.invoke(cli, ["export", str(runs / "n"), "--format", f, "--json"]).stdout)
+            for f in ("vllm", "sglang")}
+
+
+def test_vllm_builds_an_ngram_config_from_a_lookup_export(lookup_exports, tiny, monkeypatch):
+    monkeypatch.setenv("VLLM_TARGET_DEVICE", "cpu")
+    pytest.importorskip("vllm")
+    from vllm.config import ParallelConfig
+    from vllm.engine.arg_utils import EngineArgs
+
+    export = lookup_exports["vllm"]
+    kwargs = {k: tiny.get(v, v) for k, v in export["llm_kwargs"].items() if k != "speculative_config"}
+    engine_args = EngineArgs(**kwargs, speculative_config=dict(export["llm_kwargs"]["speculative_config"]))
+    engine_args.skip_tokenizer_init = True
+    speculative = engine_args.create_speculative_config(engine_args.create_model_config(), ParallelConfig())
+    assert speculative.method == "ngram" and speculative.num_speculative_tokens == export["realised"]["depth"]
+    lookup = Catalog.open().lookup_entry("prompt-lookup").spec
+    assert (speculative.prompt_lookup_min, speculative.prompt_lookup_max) == (lookup.min_ngram, lookup.max_ngram)
+
+
+def test_sglang_resolves_an_ngram_launch_command(lookup_exports, tiny):
+    pytest.importorskip("sglang")
+    from sglang.srt.arg_groups.model_override_base import resolved_view
+    from sglang.srt.arg_groups.pipeline import run_resolution_pipeline
+    from sglang.srt.server_args import prepare_server_args
+
+    export = lookup_exports["sglang"]
+    server_args = prepare_server_args(_local(shlex.split(export["command"])[3:], tiny) + ["--device", "cpu"])
+    run_resolution_pipeline(server_args)
+    view, realised = resolved_view(server_args), export["realised"]
+    assert str(view.speculative_algorithm).upper().endswith("NGRAM")
+    # SGLang's draft-token count includes the root; breadth 1 makes its trie walk a chain.
+    assert view.speculative_num_draft_tokens == realised["depth"] + 1
+    assert view.speculative_eagle_topk == 1

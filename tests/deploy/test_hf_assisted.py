@@ -80,3 +80,40 @@ def test_without_the_exported_assistant_settings_drafts_differ(default_exports, 
     drafted, _ = run_snippet(copy.deepcopy(hf_export), monkeypatch, keep_assistant_defaults=True)
     # transformers' defaults (20 tokens, confidence threshold 0.4) draft other lengths than the design's
     assert [n for n, _ in drafted] != [min(promised, room) for _, room in drafted]
+
+
+def test_prompt_lookup_export_drafts_by_lookup_and_stays_lossless(tmp_path, monkeypatch):
+    """A prompt-lookup search's transformers export (no assistant: generate's prompt_lookup_num_tokens)
+    run on the tiny target: transformers' PromptLookupCandidateGenerator drafts every round, never more
+    than the design's depth, at least once the full depth, and the text equals the target's alone."""
+    import json
+    from click.testing import CliRunner
+    from dfvg_dse.cli import cli
+    from transformers.generation.candidate_generator import PromptLookupCandidateGenerator
+
+    runner = CliRunner()
+    assert runner.invoke(cli, ["search", "--target", "qwen3-8b", "--draft", "prompt-lookup", "--acceptance", "0.4",
+                               "--results-dir", str(tmp_path), "--run-id", "n"]).exit_code == 0
+    export = json.loads(runner.invoke(cli, ["export", str(tmp_path / "n"), "--format", "hf", "--json"]).stdout)
+    assert "assistant" not in export["models"]
+    promised = export["generate_kwargs"]["prompt_lookup_num_tokens"]
+    lookup_candidates, drafted = PromptLookupCandidateGenerator.get_candidates, []
+
+    def recording(self, input_ids, **kwargs):
+        candidates, logits = lookup_candidates(self, input_ids, **kwargs)
+        drafted.append(candidates.shape[1] - input_ids.shape[1])
+        return candidates, logits
+    monkeypatch.setattr(PromptLookupCandidateGenerator, "get_candidates", recording)
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda *a, **k: ByteTokenizer())
+    code = export["python"].replace(repr(export["models"]["target"]), repr(str(PAIR / "target")))
+    code = code.replace(f"max_new_tokens={export['generate_kwargs']['max_new_tokens']}", "max_new_tokens=120")
+    code = code.replace("torch.float16", "torch.float32").replace("torch.bfloat16", "torch.float32")
+    namespace = {}
+    exec(compile(code, "export-snippet", "exec"), namespace)
+    output = namespace["output"]
+    assert len(drafted) >= 3 and max(drafted) == promised and all(0 <= n <= promised for n in drafted)
+    target = transformers.AutoModelForCausalLM.from_pretrained(PAIR / "target")
+    prompt = output[:, :len(b"def fibonacci(n):")]
+    alone = target.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False,
+                            max_new_tokens=output.shape[1] - prompt.shape[1])
+    assert torch.equal(alone, output)
