@@ -43,8 +43,6 @@ def forward_settings(folder: str | Path, config: dict, spec: ModelSpec) -> Forwa
 
 def read_checkpoint(folder: str | Path) -> tuple[dict, ModelSpec, dict]:
     """(config.json, its ModelSpec, float32 tensors by name) of a checkpoint folder."""
-    from safetensors.numpy import load_file  # the optional reader of checkpoint tensors
-
     folder = Path(folder)
     if not (folder / "config.json").is_file():
         raise CatalogError(f"{folder}: not a checkpoint folder (no config.json)")
@@ -57,6 +55,13 @@ def read_checkpoint(folder: str | Path) -> tuple[dict, ModelSpec, dict]:
     if spec.moe is not None or spec.mla is not None:
         raise CatalogError(f"{folder / 'config.json'}: {spec.family} (mixture of experts) is priced by the cost model "
                            "but not run by the reference engine (llama, mistral, qwen2, qwen3, pre-LN OPT)")
+    return config, spec, _tensors(folder, checkpoint_tensor_shapes(spec))
+
+
+def _tensors(folder: Path, shapes: dict) -> dict[str, np.ndarray]:
+    """The folder's safetensors files as float32 arrays, every name of `shapes` present at its shape."""
+    from safetensors.numpy import load_file  # the optional reader of checkpoint tensors
+
     files = sorted(folder.glob("*.safetensors"))
     if not files:
         raise CatalogError(f"{folder}: no *.safetensors file")
@@ -67,13 +72,33 @@ def read_checkpoint(folder: str | Path) -> tuple[dict, ModelSpec, dict]:
             tensors.update(load_file(str(path)))
         except Exception as err:  # a truncated or foreign file: safetensors raises its own types
             raise CatalogError(f"{path}: not a readable safetensors file: {err}") from None
-    for name, shape in checkpoint_tensor_shapes(spec).items():
+    for name, shape in shapes.items():
         if name not in tensors:
             raise CatalogError(f"{folder}: tensor '{name}' missing (config.json needs it)")
         if tuple(tensors[name].shape) != shape:
             raise CatalogError(f"{folder}: tensor '{name}' has shape {tuple(tensors[name].shape)}; "
                                f"config.json implies {shape}")
-    return config, spec, {k: np.asarray(v, dtype=np.float32) for k, v in tensors.items()}
+    return {k: np.asarray(v, dtype=np.float32) for k, v in tensors.items()}
+
+
+def read_head_checkpoint(folder: str | Path) -> tuple[dict, ModelSpec, dict]:
+    """(config.json, the ModelSpec of its decoder layer, float32 tensors) of an EAGLE-style draft head
+    folder (models/reference/train_head.py): `architectures` ["EagleHead"], one llama-family layer,
+    fc (d x 2d, with a bias), its final norm; the embedding and LM head are its target's, not stored."""
+    folder = Path(folder)
+    if not (folder / "config.json").is_file():
+        raise CatalogError(f"{folder}: not a checkpoint folder (no config.json)")
+    config = read_json(folder / "config.json")
+    if config.get("architectures") != ["EagleHead"] or config.get("num_hidden_layers") != 1:
+        raise DataError(folder / "config.json", "architectures", config.get("architectures"),
+                        "a draft head folder has [\"EagleHead\"] and num_hidden_layers = 1")
+    spec = model_spec_from_hf_config(folder / "config.json", config, folder.name, folder.name, str(folder))
+    if spec.family not in ("llama", "mistral", "qwen2", "qwen3"):
+        raise DataError(folder / "config.json", "model_type", config.get("model_type"), "a llama-family layer")
+    d = spec.d_model
+    shapes = {name: shape for name, shape in checkpoint_tensor_shapes(spec).items()
+              if name.startswith(("model.layers.0.", "model.norm."))}
+    return config, spec, _tensors(folder, {**shapes, "fc.weight": (d, 2 * d), "fc.bias": (d,)})
 
 
 def read_tokenizer(folder: str | Path):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from dfvg_dse.catalog._io import NAME_RE, read_provenance, read_string, read_toml
+from dfvg_dse.catalog._io import NAME_RE, read_json, read_provenance, read_string, read_toml
 from dfvg_dse.catalog.errors import _MISSING, CatalogError, DataError, UnknownNameError
 from dfvg_dse.catalog.models import model_spec_from_hf_config
 from dfvg_dse.specs import InputError, ModelSpec, SpecError
@@ -148,6 +148,27 @@ def parse_lookup(path: Path, data: dict) -> LookupEntry:
 class HeadLookup:
     """The catalog's draft heads (models/heads/ along the models search path) and `draft`, which takes
     a model or a head by name; mixed into Catalog, whose `_find`, `_names`, `model` it uses."""
+
+    @staticmethod
+    def read_head(folder: str | Path):
+        """An EAGLE-style draft head folder, or `builtin:tiny-eagle` (the shipped tiny target's head):
+        (config, ModelSpec of its layer, float32 tensors, folder)."""
+        from dfvg_dse.catalog.checkpoints import read_head_checkpoint
+        from dfvg_dse.catalog.lookup import shipped_data_dir
+
+        if str(folder) == "builtin:tiny-eagle":
+            folder = shipped_data_dir("models") / "reference" / "eagle"
+        return (*read_head_checkpoint(folder), Path(folder))
+
+    @staticmethod
+    def is_head(folder: str) -> bool:
+        """Whether a --draft names a draft head: builtin:tiny-eagle, or a folder whose config.json
+        says ["EagleHead"]."""
+        if folder == "builtin:tiny-eagle":
+            return True
+        config = Path(folder) / "config.json"
+        return not folder.startswith("builtin:") and config.is_file() and \
+            read_json(config).get("architectures") == ["EagleHead"]
 
     def head_names(self) -> list[str]:
         return self._names(self.models_dirs, "heads")

@@ -452,7 +452,8 @@ class Catalog(HeadLookup):
 
         if str(folder).startswith("builtin:"):
             if str(folder) != "builtin:tiny":
-                raise CatalogError(f"{folder}: unknown built-in checkpoint; the shipped pair is builtin:tiny")
+                raise CatalogError(f"{folder}: unknown built-in checkpoint; the shipped pair is builtin:tiny "
+                                   "(and its draft head builtin:tiny-eagle)")
             folder = shipped_data_dir("models") / "reference" / role
         return (*read_checkpoint(folder), Path(folder))
 

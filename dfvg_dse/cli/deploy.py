@@ -143,6 +143,8 @@ def export_cmd(ctx, run, pick, trial, fmt, engine_version, output, as_json):
     path = Path(run)
     manifest, frame = export.read_run(path)
     export.remove_temporaries(path)  # what a killed export left
+    if manifest.get("drafters"):  # search --drafter: each pick is a trial of one drafter's run
+        return _export_drafter_picks(ctx, path, manifest, frame, pick, trial, fmt, engine_version, output, as_json)
     designs = _designs(path, manifest, frame, pick, trial)
     formats = ENGINES if fmt == "all" else (fmt,)
     if engine_version is not None and (fmt in ("json", "all")):
@@ -189,6 +191,29 @@ def export_cmd(ctx, run, pick, trial, fmt, engine_version, output, as_json):
                     "searched J/token", "realised J/token"])
         click.echo(f"wrote {len(configs)} exports to {path}/export-*.json (each one's command under 'command', "
                    "or 'python' for transformers)")
+
+
+def _export_drafter_picks(ctx, path: Path, manifest: dict, frame, pick, trial, fmt, engine_version, output,
+                          as_json) -> None:
+    """The picks of a search over drafters, each exported from its drafter's run (RUN/NAME) as that
+    run's trial."""
+    if trial is not None:
+        raise InputError(f"--trial: {path} searched several drafters, and its trials belong to their runs: "
+                         f"export {path}/NAME --trial N (NAME: {', '.join(d['run'] for d in manifest['drafters'])})")
+    designs = _designs(path, manifest, frame, pick, None)
+    if len(designs) > 1 and (as_json or output is not None):
+        raise InputError("--pick all: with --json or --output, one pick at a time from a search over drafters")
+    runs = {d["run"] for d in manifest["drafters"]}
+    for name, design in designs:
+        if design.get("run") not in runs or not (path / design["run"]).is_dir() or \
+                isinstance(design.get("run_trial"), bool) or not isinstance(design.get("run_trial"), int):
+            raise InputError(f"{path / 'recommended.json'}: {name}: run = {str(design.get('run'))[:40]!r}, run_trial = "
+                             f"{str(design.get('run_trial'))[:20]!r}: need one of this search's runs "
+                             f"({', '.join(sorted(runs))}) and a trial number")
+        if not as_json:
+            click.echo(f"# {name}: {design['draft']}, trial {design['run_trial']} of {path / design['run']}")
+        ctx.invoke(export_cmd, run=str(path / design["run"]), pick=None, trial=design["run_trial"], fmt=fmt,
+                   engine_version=engine_version, output=output, as_json=as_json)
 
 
 def _summary_line(config: dict) -> str:

@@ -19,8 +19,9 @@ from dfvg_dse.cli.decoding import _tree
 from dfvg_dse.export import write_jsonl, write_records
 from dfvg_dse.files import check_output_path
 from dfvg_dse.reference import Model, ReferenceConfig, Sampling, greedy_agreement
+from dfvg_dse.reference.eagle import HeadModel, pack_head
 from dfvg_dse.reference.sampling import VERIFICATIONS
-from dfvg_dse.reference.stages import SCHEDULES, Job, LinkEmulation, RunResult, StageError, TwoStageRuntime
+from dfvg_dse.reference.stages import HEAD_IN_TURN, SCHEDULES, Job, LinkEmulation, RunResult, StageError, TwoStageRuntime
 from dfvg_dse.specs import InputError
 from dfvg_dse.specs.decoding import AdaptRule, Eagle2Rule
 
@@ -56,12 +57,23 @@ def _load(ctx, folder: str, role: str) -> tuple[Model, _Text | None]:
     return model, _Text() if spec.vocab_size == 256 else None
 
 
+def _load_head(ctx, folder: str, target: Model) -> HeadModel:
+    """An EAGLE-style draft head beside its target (it shares the target's embedding and LM head)."""
+    config, spec, tensors, path = catalog_of(ctx).read_head(folder)
+    rope, rms_norm_eps = forward_settings(path, config, spec)
+    head_config = ReferenceConfig(spec, rope=rope, rms_norm_eps=rms_norm_eps)
+    if spec.d_model != target.config.spec.d_model or spec.vocab_size != target.config.spec.vocab_size:
+        raise InputError(f"--draft {folder}: a head of width {spec.d_model} and vocabulary {spec.vocab_size} for a "
+                         f"target of {target.config.spec.d_model} and {target.config.spec.vocab_size}")
+    return HeadModel(pack_head(tensors, head_config, target.weights), head_config)
+
+
 def _load_pair(ctx, target: str, draft: str | None) -> tuple[Model, Model, _Text | None]:
     target_model, text = _load(ctx, target, "target")
     draft = draft or ("builtin:tiny" if target.startswith("builtin:") else None)
     if not draft:
         raise InputError("--draft is required with --mode spec")
-    draft_model, _ = _load(ctx, draft, "draft")
+    draft_model = _load_head(ctx, draft, target_model) if catalog_of(ctx).is_head(draft) else _load(ctx, draft, "draft")[0]
     if draft_model.config.spec.vocab_size != target_model.config.spec.vocab_size:
         raise InputError("--draft: its vocabulary differs from the target's")
     return target_model, draft_model, text
@@ -165,7 +177,8 @@ _RULE_OPTIONS = {"adapt": ("threshold", "gumbel_temperature", "k_max", "budget",
 @reference.command("generate")
 @click.option("--target", default="builtin:tiny", show_default=True,
               help="Target checkpoint folder, or builtin:tiny (the shipped pair).")
-@click.option("--draft", help="Draft checkpoint folder or builtin:tiny [default: builtin:tiny with a builtin target].")
+@click.option("--draft", help="Draft checkpoint folder, builtin:tiny, or a draft head (builtin:tiny-eagle, the shipped "
+                   "target's EAGLE-style head, or a head folder) [default: builtin:tiny with a builtin target].")
 @click.option("--prompt", help="Prompt text (byte-level checkpoints, or through the folder's tokenizer.json).")
 @click.option("--prompt-ids", help="Prompt token ids: 1,2,3.")
 @click.option("--max-new-tokens", type=click.IntRange(1, 100000), default=32, show_default=True)
@@ -191,6 +204,8 @@ def reference_generate(ctx, target, draft, prompt, prompt_ids, max_new_tokens, m
         check_output_path(trace_path, "--trace")  # before the decoding, not after it
     if mode == "spec":
         target_model, draft_model, text = _load_pair(ctx, target, draft)
+        if isinstance(draft_model, HeadModel) and schedule == "overlap":
+            raise InputError(f"--schedule overlap: {HEAD_IN_TURN}")
     else:
         (target_model, text), draft_model = _load(ctx, target, "target"), None
     prompt = _prompt_tokens(prompt, prompt_ids, text)
@@ -241,7 +256,7 @@ def reference_generate(ctx, target, draft, prompt, prompt_ids, max_new_tokens, m
 
 @reference.command("bench")
 @click.option("--target", default="builtin:tiny", show_default=True, help="Target checkpoint folder or builtin:tiny.")
-@click.option("--draft", default="builtin:tiny", show_default=True, help="Draft checkpoint folder or builtin:tiny.")
+@click.option("--draft", default="builtin:tiny", show_default=True, help="Draft checkpoint folder, builtin:tiny or a draft head (builtin:tiny-eagle).")
 @click.option("--prompts", "prompts_path", type=click.Path(dir_okay=False),
               help="Prompt set (JSONL with text) [default: the shipped held-out prompts].")
 @click.option("--count", type=click.IntRange(1, 1000), default=4, show_default=True, help="Prompts used.")
@@ -251,7 +266,7 @@ def reference_generate(ctx, target, draft, prompt, prompt_ids, max_new_tokens, m
 @click.option("--dynamic", "dynamic_rules", default="", show_default=True,
               help="Comma-separated dynamic rules to add (adapt, eagle2), with generate's default settings.")
 @click.option("--schedules", default="sequential,overlap", show_default=True,
-              help="Comma-separated schedules to run every tree with.")
+              help="Comma-separated schedules to run every tree with (a draft head: sequential only).")
 @_decoding_options
 @click.option("--repeats", type=click.IntRange(1, 100), default=3, show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default="results/reference-bench.csv",
@@ -280,6 +295,10 @@ def reference_bench(ctx, target, draft, prompts_path, count, max_new_tokens, tre
     chosen = [s.strip() for s in schedules.split(",")]
     if not chosen or any(s not in SCHEDULES for s in chosen):
         raise InputError(f"--schedules {schedules!r}: expected a comma-separated subset of {', '.join(SCHEDULES)}")
+    if isinstance(draft_model, HeadModel) and "overlap" in chosen:
+        if ctx.get_parameter_source("schedules") is click.core.ParameterSource.COMMANDLINE:
+            raise InputError(f"--schedule overlap: {HEAD_IN_TURN}")
+        chosen = ["sequential"]  # the default's overlap runs do not apply to a head (its help says so)
     configs = {("ar", "", ""): None}
     for spec in [t.strip() for t in trees.split(",") if t.strip()]:
         tree = _tree(ctx, spec)

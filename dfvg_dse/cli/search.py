@@ -188,11 +188,35 @@ objectives_option = click.option(
 @click.option("--storage", help="Optuna RDB URL shared by workers (e.g. postgresql+psycopg2://user@host/db) [default: a journal file in the run, study.journal].")
 @click.option("--svg", is_flag=True, help="Also write pareto.svg (vector; PNG alone by default).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout, no progress bar.")
+@click.option("--drafter", "drafters", multiple=True, metavar="NAME[=ACCEPTANCE]",
+              help="The drafter as a search dimension (repeat, two or more; instead of --draft and --acceptance): "
+                   "one run per drafter in RUN/NAME, their joint front in RUN (docs/search.md).")
 @objectives_option
 @click.pass_context
 def search_cmd(ctx, study, target, draft, acceptance, verify_device, draft_device, method, trials, seed, sampler,
-               results_dir, run_id, resume, force, n_workers, storage, svg, as_json, objectives):
+               results_dir, run_id, resume, force, n_workers, storage, svg, as_json, objectives, drafters):
     """Multi-objective search (tokens/s up, J/token or $/Mtoken down) over trees, schedules, batch and hardware."""
+    if drafters:
+        from dfvg_dse.cli.drafter_search import search_drafters
+        return search_drafters(ctx, drafters, study=study, target=target, draft=draft, acceptance=acceptance,
+                               verify_device=verify_device, draft_device=draft_device, method=method, trials=trials,
+                               seed=seed, sampler=sampler, results_dir=results_dir, run_id=run_id, resume=resume,
+                               force=force, n_workers=n_workers, storage=storage, svg=svg, as_json=as_json,
+                               objectives=objectives)
+    path, summary, plan, warnings = search_one(ctx, study, target, draft, acceptance, verify_device, draft_device,
+                                               method, trials, seed, sampler, results_dir, run_id, resume, force,
+                                               n_workers, storage, svg, as_json, objectives)
+    for line in warnings:  # once the run is complete: a refused command says one line, its error
+        click.echo(f"warning: {line}", err=True)
+    if as_json:
+        emit_json(summary)
+        return
+    _print_summary(path, summary, plan)
+
+
+def search_one(ctx, study, target, draft, acceptance, verify_device, draft_device, method, trials, seed, sampler,
+               results_dir, run_id, resume, force, n_workers, storage, svg, quiet, objectives):
+    """One search run: (its folder, its summary, its plan, warnings to say once it is complete)."""
     started = time.time()
     base = export.results_dir(results_dir)
     run_id = run_id or (export.latest_run(base) if resume else
@@ -230,7 +254,7 @@ def search_cmd(ctx, study, target, draft, acceptance, verify_device, draft_devic
         ctx.obj["engine"] = request["engine"]  # a resumed run keeps the engine it started with
     space, chosen = search_space(ctx, request)
     unpriced = unpriced_warnings(space)
-    scan = _ScanProgress(as_json)
+    scan = _ScanProgress(quiet)
     try:
         plan = plan_search(space, request.get("method", "optuna"), trials, seed, scan.advance)
     finally:
@@ -253,7 +277,7 @@ def search_cmd(ctx, study, target, draft, acceptance, verify_device, draft_devic
     export.write_json(path / "manifest.json", {"kind": "search", "status": "running", "created": created,
                                                "seed": seed, "sampler": sampler, "storage": url, "inputs": chosen,
                                                "request": request})
-    bar, advance = _progress(trials, 0, as_json)
+    bar, advance = _progress(trials, 0, quiet)
     if resume and not joining and not storage and not study_exists(url, run_id):
         resume = False  # killed before its study was created: start it in the folder
     try:
@@ -263,11 +287,10 @@ def search_cmd(ctx, study, target, draft, acceptance, verify_device, draft_devic
             bar.render_finish()
     summary = _finish_run(path, study_obj, space, chosen, request, seed, sampler, url, started, created, plan, svg)
     export.drop_replaced(path)
-    for line in warnings:  # once the run is complete: a refused command says one line, its error
-        click.echo(f"warning: {line}", err=True)
-    if as_json:
-        emit_json(summary)
-        return
+    return path, summary, plan, warnings
+
+
+def _print_summary(path: Path, summary: dict, plan: Plan) -> None:
     click.echo(f"{summary['trials']} trials ({summary['feasible']} feasible), {summary['pareto_size']} on the Pareto "
                f"front, in {summary['seconds']:.1f} s -> {path}")
     click.echo(f"method: {plan.method}, {plan.why}")

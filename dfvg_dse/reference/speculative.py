@@ -21,6 +21,11 @@ per-level cap, budget, minimum depth) and EAGLE-2's expand-then-rerank (specs.de
 Chains draft one cached token per level; other trees re-run the partial tree each level so every
 node attends to its ancestors only. After a verdict the drafter keeps the accepted rows it already
 computed, so accepted tokens are never run twice.
+
+A draft head (eagle.py: HeadModel) drafts from the target's features instead: the verifier sends
+them with each verdict (Verdict.features: the root's and every accepted node's), each level runs only
+its new rows, each seeing its ancestors, and after a verdict the accepted tokens are run again with
+the target's true features in place of the head's predictions (EAGLE's first draft step).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from dfvg_dse.reference.eagle import FEATURE_DTYPE, HeadModel, HeadWeights
 from dfvg_dse.reference.sampling import GREEDY, Sampling, distribution, sample_token, wire_distribution
 from dfvg_dse.reference.tiny_lm import KVCache, PackedWeights, ReferenceConfig, forward, pack_weights
 from dfvg_dse.specs.decoding import AdaptRule, Eagle2Rule
@@ -57,8 +63,13 @@ class Model:
         """The same weights with an empty cache."""
         return Model(self.weights, self.config)
 
-    def run(self, tokens, positions, parents=None) -> np.ndarray:
-        return forward(self.weights, self.config, tokens, positions, self.cache, parents)
+    def run(self, tokens, positions, parents=None, with_features: bool = False):
+        return forward(self.weights, self.config, tokens, positions, self.cache, parents, with_features=with_features)
+
+
+def make_model(weights, config: ReferenceConfig):
+    """A Model, or a HeadModel for a draft head's weights (what a stage process rebuilds)."""
+    return HeadModel(weights, config) if isinstance(weights, HeadWeights) else Model(weights, config)
 
 
 def _depths(parents: list[int]) -> list[int]:
@@ -110,9 +121,11 @@ class Verdict:
 
     path: tuple[int, ...]
     bonus: int
+    features: np.ndarray | None = field(default=None, compare=False)  # for a draft head: (len(path), d) float16
 
     def link_bytes(self) -> int:
-        return TOKEN_RECORD_BYTES * len(self.path)  # accepted draft tokens plus the bonus
+        """Accepted draft tokens plus the bonus, and the target features a draft head reads."""
+        return TOKEN_RECORD_BYTES * len(self.path) + (0 if self.features is None else self.features.nbytes)
 
 
 class Drafter:
@@ -125,6 +138,8 @@ class Drafter:
         self.known: list[int] = []  # tokens whose keys and values the cache holds, in order
         self.rows: list[int] = []  # tree nodes of the last proposal cached after `known`
         self.tree: DraftTree | None = None
+        self.head = getattr(model, "drafts_from_features", False)
+        self.outputs: dict[int, np.ndarray] = {}  # a head's predicted feature at each drafted node
 
     def sync(self, context: list[int]) -> np.ndarray | None:
         """Make the cache hold exactly `context` (dropping tree rows and diverged tokens, running
@@ -148,6 +163,10 @@ class Drafter:
     def accept(self, path) -> None:
         """Keep the cached rows of the accepted nodes (a path's rows are a prefix of its ancestors)."""
         if self.tree is None:
+            return
+        if self.head:  # accepted tokens run again with the target's features (sync), not the predictions
+            self.model.cache.keep(len(self.known), [])
+            self.rows = []
             return
         kept = [self.rows.index(node) for node in path if node in self.rows]
         self.model.cache.keep(len(self.known), kept)
@@ -181,6 +200,8 @@ class Drafter:
     def _level_logits(self, tokens, parents, depth, known_nodes, position) -> dict[int, np.ndarray]:
         """Draft logits after every node in `known_nodes` (a topological prefix of the tree); the
         cache keeps them as tree rows. A chain runs only its newest node."""
+        if self.head:
+            return self._head_level(tokens, parents, depth, known_nodes, position)
         cache, prefix = self.model.cache, len(self.known)
         chain = all(parents[i] == i - 1 for i in known_nodes[1:]) and known_nodes == self.rows + [known_nodes[-1]]
         if chain:
@@ -192,6 +213,28 @@ class Drafter:
                                 [-1] + [known_nodes.index(parents[i]) for i in known_nodes[1:]])
         self.rows = list(known_nodes)
         return dict(zip(known_nodes, logits))
+
+    def _head_level(self, tokens, parents, depth, known_nodes, position) -> dict[int, np.ndarray]:
+        """A draft head's level: only the nodes without a row yet, each reading its parent row's
+        predicted feature (the root: the target's feature before it) and seeing the verified prefix
+        and its cached ancestors."""
+        if not self.rows:
+            self.outputs = {}
+        new = [i for i in known_nodes if i not in self.rows]
+        prefix = len(self.known)
+        visible = np.ones((len(new), prefix + len(self.rows)), dtype=bool)
+        for j, node in enumerate(new):
+            ancestors, at = set(), parents[node]
+            while at >= 0:
+                ancestors.add(at)
+                at = parents[at]
+            visible[j, prefix:] = [row in ancestors for row in self.rows]
+        features = [self.model.target_feature(position - 1) if i == 0 else self.outputs[parents[i]] for i in new]
+        logits, predicted = self.model.run_rows([tokens[i] for i in new], [position + depth[i] for i in new],
+                                                features, visible)
+        self.rows += new
+        self.outputs.update(zip(new, predicted))
+        return dict(zip(new, logits))
 
     def _static(self, root: int, position: int, parents, ranks) -> DraftTree:
         parents, ranks = list(parents), list(ranks)
@@ -307,9 +350,10 @@ def grown_score(tree: DraftTree, node: int) -> float:
 class Verifier:
     """The target side: its model and cache (every verified token but the newest), and its generator."""
 
-    def __init__(self, model: Model, sampling: Sampling = GREEDY, seed: int = 0):
-        self.model, self.sampling = model, sampling
+    def __init__(self, model: Model, sampling: Sampling = GREEDY, seed: int = 0, features: bool = False):
+        self.model, self.sampling, self.features = model, sampling, features
         self.rng = np.random.default_rng(seed)
+        self.prompt_features: np.ndarray | None = None  # features=True: the prompt's, for a draft head
 
     def choose(self, logits: np.ndarray) -> int:
         if self.sampling.greedy:
@@ -319,7 +363,11 @@ class Verifier:
     def start(self, prompt: list[int]) -> int:
         """Prefill the prompt; the first new token."""
         self.model.cache.keep(0, [])
-        return self.choose(self.model.run(prompt, np.arange(len(prompt)))[-1])
+        if not self.features:
+            return self.choose(self.model.run(prompt, np.arange(len(prompt)))[-1])
+        logits, hidden = self.model.run(prompt, np.arange(len(prompt)), with_features=True)
+        self.prompt_features = hidden.astype(FEATURE_DTYPE)
+        return self.choose(logits[-1])
 
     def step(self, token: int) -> int:
         """Autoregressive: run the newest token, return the next."""
@@ -330,9 +378,14 @@ class Verifier:
         """One tree forward, the acceptance walk, then rollback to the accepted path."""
         prefix = self.model.cache.length
         depth = _depths(tree.parents)
-        logits = self.model.run(tree.tokens, [prefix + d for d in depth], tree.parents)
+        if self.features:
+            logits, hidden = self.model.run(tree.tokens, [prefix + d for d in depth], tree.parents, with_features=True)
+        else:
+            logits, hidden = self.model.run(tree.tokens, [prefix + d for d in depth], tree.parents), None
         verdict = self._walk(tree, logits)
         self.model.cache.keep(prefix, list(verdict.path))
+        if hidden is not None:  # the root's and every accepted node's feature, as a draft head reads them
+            verdict = Verdict(verdict.path, verdict.bonus, hidden[list(verdict.path)].astype(FEATURE_DTYPE))
         return verdict
 
     def _walk(self, tree: DraftTree, logits: np.ndarray) -> Verdict:
@@ -401,10 +454,13 @@ def generate_speculative(target: Model, draft: Model, prompt: list[int], max_new
     tokens and accept_counts[k]: rounds that kept k draft tokens. When `trace` is a list, one record
     per round is appended in the calibration trace format, stage times in seconds from the start."""
     rule = rule if rule is not None else (tuple(parents), tuple(ranks))
-    drafter, verifier = Drafter(draft, rule, sampling, seed + 1), Verifier(target, sampling, seed)
+    head = getattr(draft, "drafts_from_features", False)
+    drafter, verifier = Drafter(draft, rule, sampling, seed + 1), Verifier(target, sampling, seed, features=head)
     clock = time.perf_counter
     origin = clock()
     out = [verifier.start(prompt)]
+    if head:
+        draft.add_features(verifier.prompt_features)
     counts: list[int] = []
     while len(out) < max_new_tokens:
         draft_start = clock()
@@ -412,6 +468,8 @@ def generate_speculative(target: Model, draft: Model, prompt: list[int], max_new
         verify_start = clock()
         verdict = verifier.verify(tree)
         verify_end = clock()
+        if head:
+            draft.add_features(verdict.features)
         drafter.accept(verdict.path)
         accepted = len(verdict.path) - 1
         counts += [0] * (accepted + 1 - len(counts))

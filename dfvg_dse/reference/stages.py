@@ -28,6 +28,7 @@ Next: a few-row product that streams each weight once (a compiled kernel), measu
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 import signal
@@ -42,11 +43,15 @@ from multiprocessing.connection import Connection, wait
 import numpy as np
 
 from dfvg_dse.reference.sampling import GREEDY, Sampling, wire_distribution
-from dfvg_dse.reference.speculative import TOKEN_RECORD, DraftTree, Drafter, Model, Verdict, Verifier, trace_record
+from dfvg_dse.reference.eagle import FEATURE_DTYPE
+from dfvg_dse.reference.speculative import (TOKEN_RECORD, DraftTree, Drafter, Model, Verdict, Verifier, make_model,
+                                            trace_record)
 from dfvg_dse.reference.tiny_lm import PackedWeights, ReferenceConfig
 from dfvg_dse.specs.hardware import LinkSpec
 
 SCHEDULES = ("sequential", "overlap")
+HEAD_IN_TURN = ("a draft head reads the target's features of the tokens each verdict accepts, so it drafts in turn: "
+                "schedule sequential")
 _TREE, _VERDICT, _STOP = 1, 2, 3
 _HEADER = struct.Struct("<IIIIdddd")  # kind, records, distributions, vocabulary, sampled, t0, t1, sent at
 _THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -154,6 +159,7 @@ class Job:
     seed: int = 0
     schedule: str = "sequential"
     trace: bool = False
+    features: bool = False  # the drafter is a head: verdicts carry the target's features (set by the runtime)
 
     def __post_init__(self) -> None:
         if not self.prompt:  # the first forward needs a token to predict from (no implicit BOS here)
@@ -219,18 +225,24 @@ def decode_tree(data: bytes, root: int) -> tuple[DraftTree, float, float, float]
 
 
 def encode_verdict(tree: DraftTree | None, verdict: Verdict) -> bytes:
-    """One record per accepted draft token (its node in `parent`), then the bonus."""
+    """One record per accepted draft token (its node in `parent`), then the bonus; for a draft head,
+    then the target's features (float16 rows: the root's and the accepted nodes', or the prompt's)."""
     path = list(verdict.path[1:])
     records = np.zeros(len(path) + 1, dtype=TOKEN_RECORD)
     records["token"] = ([tree.tokens[i] for i in path] if tree else []) + [verdict.bonus]
     records["parent"] = path + [-1]
-    return _pack(_VERDICT, records)
+    features = b"" if verdict.features is None else np.asarray(verdict.features, dtype="<f2").tobytes()
+    return _pack(_VERDICT, records) + features
 
 
 def decode_verdict(data: bytes) -> tuple[Verdict, list[int], float]:
-    """The verdict, the accepted tokens then the bonus, and when it was sent."""
+    """The verdict (with its features, flat, when it carries any), the accepted tokens then the bonus,
+    and when it was sent."""
     _, records, _, _, _, _, sent = _unpack(data)
-    return Verdict((0, *records["parent"][:-1].tolist()), int(records["token"][-1])), records["token"].tolist(), sent
+    offset = _HEADER.size + records.nbytes
+    features = np.frombuffer(data, dtype="<f2", offset=offset).astype(FEATURE_DTYPE) if len(data) > offset else None
+    return Verdict((0, *records["parent"][:-1].tolist()), int(records["token"][-1]), features), \
+        records["token"].tolist(), sent
 
 
 def _kind(data: bytes) -> int:
@@ -283,7 +295,7 @@ def _arrive(sent: float, n_bytes: int, link: LinkEmulation) -> None:
 
 def _verify_job(model: Model, job: Job, peer: Connection, link: LinkEmulation, parent_pid: int,
                 spin: bool) -> RunResult:
-    verifier = Verifier(model, job.sampling, job.seed)
+    verifier = Verifier(model, job.sampling, job.seed, features=job.features)
     clock = time.perf_counter
     origin = clock()
     out = [verifier.start(list(job.prompt))]
@@ -297,7 +309,7 @@ def _verify_job(model: Model, job: Job, peer: Connection, link: LinkEmulation, p
                 raise EOFError  # orphaned: stop rather than finish a long job nobody will read
         result.tokens, result.seconds = out[:job.max_new_tokens], clock() - origin
         return result
-    message = encode_verdict(None, Verdict((0,), out[0]))
+    message = encode_verdict(None, Verdict((0,), out[0], verifier.prompt_features))
     while len(out) < job.max_new_tokens:
         if os.getppid() != parent_pid:
             raise EOFError  # orphaned: the drafter sees the pipe close and exits too
@@ -327,6 +339,8 @@ def _verify_job(model: Model, job: Job, peer: Connection, link: LinkEmulation, p
 
 def _draft_job(model: Model, job: Job, peer: Connection, link: LinkEmulation, parent_pid: int, spin: bool) -> dict:
     drafter = Drafter(model, job.rule, job.sampling, job.seed + 1)
+    if drafter.head and job.schedule == "overlap":
+        raise ValueError(HEAD_IN_TURN)
     clock = time.perf_counter
     context = list(job.prompt)
     guess = None  # overlap: (predicted path, predicted bonus, the tree drafted on it, t0, t1)
@@ -339,6 +353,8 @@ def _draft_job(model: Model, job: Job, peer: Connection, link: LinkEmulation, pa
             return {"overlap_hits": hits, "overlap_misses": misses}
         verdict, tokens, sent = decode_verdict(data)
         _arrive(sent, verdict.link_bytes(), link)
+        if drafter.head:
+            model.add_features(verdict.features)
         if guess is not None and guess[:2] == (verdict.path, verdict.bonus):
             hits += 1
             context += tokens
@@ -367,7 +383,7 @@ def _draft_job(model: Model, job: Job, peer: Connection, link: LinkEmulation, pa
 def _stage_main(role: str, weights: PackedWeights, config: ReferenceConfig, control: Connection, peer: Connection,
                 link: LinkEmulation, cpu: int | None, parent_pid: int) -> None:
     _child_setup(cpu)
-    model = Model(weights, config)
+    model = make_model(weights, config)
     run = _verify_job if role == "verify" else _draft_job
     while True:
         job = _next_job(control, parent_pid)
@@ -391,6 +407,7 @@ class TwoStageRuntime:
         cpus = stage_cpus()
         place = (lambda i: cpus[i]) if pin and len(cpus) >= 2 else (lambda i: None)
         self.pinned = pin and len(cpus) >= 2
+        self.head = getattr(draft, "drafts_from_features", False)
         verify_peer, draft_peer = context.Pipe()
         self._controls, self._processes = [], []
         try:
@@ -419,6 +436,10 @@ class TwoStageRuntime:
         stages = 1 if job.rule is None else len(self._processes)
         if stages < 2 and job.rule is not None:
             raise StageError("speculative decoding needs a draft model")
+        if self.head and job.rule is not None and job.schedule == "overlap":
+            raise StageError(HEAD_IN_TURN)
+        if job.rule is not None and job.features != self.head:
+            job = dataclasses.replace(job, features=self.head)
         try:
             for control in self._controls[:stages]:
                 control.send(job)

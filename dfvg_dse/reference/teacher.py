@@ -5,8 +5,19 @@ from __future__ import annotations
 
 import numpy as np
 
+from dfvg_dse.reference.eagle import FEATURE_DTYPE
 from dfvg_dse.reference.sampling import GREEDY, Sampling, distribution, wire_distribution
 from dfvg_dse.reference.speculative import Model, generate_ar
+
+
+def forced_draft_logits(target: Model, draft, text: list[int]) -> np.ndarray:
+    """The draft's logits along `text`, teacher-forced; a draft head reads the target's features of
+    the text (as the link carries them, float16), so the target runs it first (its cache is refilled)."""
+    if getattr(draft, "drafts_from_features", False):
+        target.cache.keep(0, [])
+        _, hidden = target.run(text, np.arange(len(text)), with_features=True)
+        draft.add_features(hidden.astype(FEATURE_DTYPE))
+    return draft.run(text, np.arange(len(text)))
 
 
 def greedy_agreement(target: Model, draft: Model, prompt: list[int], max_new_tokens: int) -> tuple[int, int]:
@@ -17,7 +28,7 @@ def greedy_agreement(target: Model, draft: Model, prompt: list[int], max_new_tok
     full = prompt + continuation[:-1]  # every token whose next token the target chose
     target.cache.keep(0, [])
     wanted = np.argmax(target.run(full, np.arange(len(full))), axis=-1)[len(prompt) - 1:]
-    guessed = np.argmax(draft.run(full, np.arange(len(full))), axis=-1)[len(prompt) - 1:]
+    guessed = np.argmax(forced_draft_logits(target, draft, full), axis=-1)[len(prompt) - 1:]
     return int(np.sum(wanted == guessed)), len(wanted)
 
 
@@ -43,7 +54,7 @@ def teacher_forced_acceptance(target: Model, draft: Model, prompt: list[int], ne
     continuation = generate_ar(target, prompt, new_tokens, sampling, seed)
     text = prompt + continuation[:-1]  # every token whose successor the target chose
     first = len(prompt) - 1  # the row that predicts continuation[0]
-    draft_logits = draft.run(text, np.arange(len(text)))[first:]
+    draft_logits = forced_draft_logits(target, draft, text)[first:]
     if sampling.greedy:
         ranks = draft_ranks(draft_logits, np.asarray(continuation))
         probs = np.exp(draft_logits - draft_logits.max(axis=1, keepdims=True))

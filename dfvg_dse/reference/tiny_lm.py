@@ -188,23 +188,25 @@ def pack_weights(weights: dict, config: ReferenceConfig) -> PackedWeights:
         return PackedWeights(embed, w["model.decoder.embed_positions.weight"], tuple(layers),
                              (w["model.decoder.final_layer_norm.weight"], w["model.decoder.final_layer_norm.bias"]),
                              _t(embed))  # tied head
-    layers = []
-    for i in range(spec.n_layers):
-        p = f"model.layers.{i}."
-        a = p + "self_attn."
-        layers.append(PackedLayer(
-            norm1=(w[p + "input_layernorm.weight"], None),
-            qkv=_t(np.concatenate([w[a + f"{m}_proj.weight"] for m in "qkv"])),
-            qkv_bias=np.concatenate([w[a + f"{m}_proj.bias"] for m in "qkv"]) if spec.qkv_bias else None,
-            q_norm=w[a + "q_norm.weight"] if spec.qk_norm else None,
-            k_norm=w[a + "k_norm.weight"] if spec.qk_norm else None,
-            out=_t(w[a + "o_proj.weight"]), out_bias=w[a + "o_proj.bias"] if spec.o_bias else None,
-            norm2=(w[p + "post_attention_layernorm.weight"], None),
-            gated=True, up=_t(np.concatenate([w[p + "mlp.gate_proj.weight"], w[p + "mlp.up_proj.weight"]])), up_bias=None,
-            down=_t(w[p + "mlp.down_proj.weight"]), down_bias=None))
+    layers = [llama_layer(w, f"model.layers.{i}.", spec) for i in range(spec.n_layers)]
     embed = w["model.embed_tokens.weight"]
     return PackedWeights(embed, None, tuple(layers), (w["model.norm.weight"], None),
                          _t(embed if spec.tied_embeddings else w["lm_head.weight"]))
+
+
+def llama_layer(w: dict, p: str, spec) -> PackedLayer:
+    """One llama-family decoder layer's tensors (names under the prefix `p`) in the engine's layout."""
+    a = p + "self_attn."
+    return PackedLayer(
+        norm1=(w[p + "input_layernorm.weight"], None),
+        qkv=_t(np.concatenate([w[a + f"{m}_proj.weight"] for m in "qkv"])),
+        qkv_bias=np.concatenate([w[a + f"{m}_proj.bias"] for m in "qkv"]) if spec.qkv_bias else None,
+        q_norm=w[a + "q_norm.weight"] if spec.qk_norm else None,
+        k_norm=w[a + "k_norm.weight"] if spec.qk_norm else None,
+        out=_t(w[a + "o_proj.weight"]), out_bias=w[a + "o_proj.bias"] if spec.o_bias else None,
+        norm2=(w[p + "post_attention_layernorm.weight"], None),
+        gated=True, up=_t(np.concatenate([w[p + "mlp.gate_proj.weight"], w[p + "mlp.up_proj.weight"]])), up_bias=None,
+        down=_t(w[p + "mlp.down_proj.weight"]), down_bias=None)
 
 
 def _norm(x: np.ndarray, weight_bias: tuple, config: ReferenceConfig) -> np.ndarray:
@@ -249,20 +251,26 @@ def _attend(q: np.ndarray, keys: np.ndarray, values: np.ndarray, mask_bias: np.n
     return (att @ values).reshape(heads, n, d).transpose(1, 0, 2).reshape(n, heads * d)
 
 
-def _mask_bias(parents, n: int, cached: int, repeats: int, dtype) -> np.ndarray:
+def _mask_bias(parents, n: int, cached: int, repeats: int, dtype, cache_visible=None) -> np.ndarray:
     """The additive attention mask of a forward, built once for all its layers: new token i sees
-    the cache and its tree ancestors (`parents`; a causal chain when None), stacked `repeats` times
-    for the query heads that share a kv head."""
-    visible = np.concatenate([np.ones((n, cached), dtype=bool),
+    the cache (the rows `cache_visible[i]` marks, or all) and its tree ancestors (`parents`; a causal
+    chain when None), stacked `repeats` times for the query heads that share a kv head."""
+    seen = np.ones((n, cached), dtype=bool) if cache_visible is None else np.asarray(cache_visible, dtype=bool)
+    visible = np.concatenate([seen,
                               tree_mask(list(range(-1, n - 1)) if parents is None else list(parents))], axis=1)
     return np.tile(np.where(visible, 0.0, -np.inf).astype(dtype), (repeats, 1))
 
 
-def forward(weights, config: ReferenceConfig, tokens, positions, cache: KVCache, parents=None) -> np.ndarray:
+def forward(weights, config: ReferenceConfig, tokens, positions, cache: KVCache, parents=None, *, inputs=None,
+            cache_visible=None, with_features: bool = False):
     """Logits (T, V) of new tokens at `positions`, attending to the whole cache and, among the new
     tokens, to their ancestors (`parents`; a causal chain when None). The new keys and values are
     appended to the cache in token order; `cache.keep` drops the rejected ones. `weights` is a
-    PackedWeights, or Hugging Face tensors by name (packed on every call: for tests)."""
+    PackedWeights, or Hugging Face tensors by name (packed on every call: for tests).
+
+    For draft heads (reference/eagle.py): `inputs` (T, C) replaces the token embeddings,
+    `cache_visible` (T, cached) says which cached rows each new token sees (default all), and
+    `with_features` also returns the final-norm hidden states (T, C), the LM head's input."""
     if not isinstance(weights, PackedWeights):
         weights = pack_weights(weights, config)
     spec = config.spec
@@ -271,9 +279,10 @@ def forward(weights, config: ReferenceConfig, tokens, positions, cache: KVCache,
     n = len(tokens)
     h, g, d = spec.n_heads, spec.n_kv_heads, spec.head_dim
     cached = cache.length
-    x = weights.embed[tokens]  # (T, C)
+    x = weights.embed[tokens] if inputs is None else np.asarray(inputs)  # (T, C)
     # a single new token sees the whole cache: no mask needed
-    mask_bias = None if n == 1 else _mask_bias(parents, n, cached, h // g, x.dtype)
+    mask_bias = None if n == 1 and cache_visible is None else \
+        _mask_bias(parents, n, cached, h // g, x.dtype, cache_visible)
     if weights.positions is not None:
         x = x + weights.positions[positions + OPT_POSITION_OFFSET]
         cos = sin = None
@@ -304,7 +313,9 @@ def forward(weights, config: ReferenceConfig, tokens, positions, cache: KVCache,
             hidden = np.maximum(up, 0.0)
         x = x + _linear(hidden, layer.down, layer.down_bias)
     cache.length = cached + n
-    return _linear(_norm(x, weights.final_norm, config), weights.head, None)  # (T, V)
+    hidden = _norm(x, weights.final_norm, config)
+    logits = _linear(hidden, weights.head, None)  # (T, V)
+    return (logits, hidden) if with_features else logits
 
 
 def random_weights(spec: ModelSpec, seed: int = 0, scale: float = 0.05) -> dict:

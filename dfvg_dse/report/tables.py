@@ -311,6 +311,18 @@ def placement_label(draft_device: str, verify_device: str, schedule: str) -> str
     return f"{where}, {schedule}"
 
 
+def joint_trials(frames: list):
+    """The trial tables of several runs, (run name, table) each, as one table (search --drafter):
+    columns `drafter` and `run` (the run's name), `run_trial` (the trial in its run), and `trial`
+    numbered anew so that the joint table's trials are distinct."""
+    import pandas as pd
+
+    joint = pd.concat([frame.assign(drafter=name, run=name, run_trial=frame["trial"]) for name, frame in frames],
+                      ignore_index=True)
+    joint["trial"] = range(len(joint))
+    return joint
+
+
 def pareto_info(frame, cost: str | None = None) -> ParetoInfo:
     """Front and picks of a trial table (pandas) with tokens_per_s_per_sequence, the cost column
     (`cost`: j_per_token by default, or usd_per_mtoken) and feasible.
@@ -323,6 +335,8 @@ def pareto_info(frame, cost: str | None = None) -> ParetoInfo:
     feasible = frame["feasible"].to_numpy(dtype=bool)
     group = np.array([placement_label(d, v, s) for d, v, s in zip(frame["draft_device"], frame["verify_device"],
                                                                    frame["schedule"])])
+    if "drafter" in frame:  # a search over drafters (search --drafter): which drafter, then where
+        group = np.array([f"{name}: {where}" for name, where in zip(frame["drafter"], group)])
     idx = np.flatnonzero(feasible)
     if len(idx) == 0:
         return ParetoInfo(tps, jpt, objective, group, feasible, np.array([], dtype=int), {})
