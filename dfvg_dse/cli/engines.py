@@ -23,7 +23,8 @@ from dfvg_dse.validation.fidelity import (Budgets, Inputs, fit, fitted_rows, for
 
 GENERIC = "generic"  # the file name of the pooled profile: an engine without rows of its own
 DISPLAY = {"trtllm": "TensorRT-LLM", "vllm": "vLLM", "sglang": "SGLang", "gpt-fast": "gpt-fast",
-           "llama.cpp": "llama.cpp", "hf": "Hugging Face transformers", GENERIC: "any engine (pooled fit)"}
+           "llama.cpp": "llama.cpp", "hf": "Hugging Face transformers", "torch": "PyTorch eager (no CUDA graphs)",
+           GENERIC: "any engine (pooled fit)"}
 
 
 def fit_inputs(catalog: Catalog) -> Inputs:

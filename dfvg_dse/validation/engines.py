@@ -44,6 +44,8 @@ EAGER_PRIOR_SCALE = 10.0  # an eager engine (EAGER_ENGINES) vs pooled: tied only
 POOLED_PRIOR = (0.5, 0.78, 20e-6, 4e-6, 4.0, 0.5, 16.0, 1e-6)
 HALF_ROWS_BOUNDS = (0.01, 4096.0)
 POOLED_PRIOR_SCALE = 10.0
+FIXED_SCALE = 1e-4  # the pooled profile held in place while the eager engines are fitted
+EAGER_LAYER_START_S = 300e-6  # HF eager's ~0.5 ms per layer (issue 14) and torch eager's ~0.3 ms, in round numbers
 LOSS_SCALE = 0.1  # soft-L1: rows off by more than ~10% count linearly, not quadratically
 
 
@@ -188,14 +190,40 @@ def _predict(z: np.ndarray, f: Features, at: dict[str, np.ndarray]) -> np.ndarra
     return np.bincount(f.row, weights=part * f.count, minlength=len(f.measured_s))
 
 
-def _residuals(z: np.ndarray, lay: _Layout, f: Features, at: dict[str, np.ndarray]) -> np.ndarray:
+def _residuals(z: np.ndarray, lay: _Layout, f: Features, at: dict[str, np.ndarray], centre: np.ndarray,
+               spread: np.ndarray) -> np.ndarray:
+    """Log errors of the rows, each engine's tie to the pooled profile, and the pooled profile's
+    prior (`centre`, `spread`: per parameter, in log units)."""
     data = np.log(_predict(z, f, at)) - np.log(f.measured_s)
     width = lay.width
     ties = [EAGER_PRIOR_SCALE if e in EAGER_ENGINES else PRIOR_SCALE for e in lay.engines]
     prior = [(z[(i + 1) * width:(i + 2) * width] - z[:width]) / tie for i, tie in enumerate(ties)]
-    scales = np.arange(width) >= width - 2 * len(lay.device_classes)
-    pooled = (z[:width] - lay.start()[:width]) / np.where(scales, PRIOR_SCALE, POOLED_PRIOR_SCALE)
-    return np.concatenate([data, *prior, pooled])
+    return np.concatenate([data, *prior, (z[:width] - centre) / spread])
+
+
+def _pooled_prior(lay: _Layout) -> tuple[np.ndarray, np.ndarray]:
+    """The pooled profile's weak prior: the roofline's defaults, device-class scales near 1."""
+    scales = np.arange(lay.width) >= lay.width - 2 * len(lay.device_classes)
+    return lay.start()[:lay.width], np.where(scales, PRIOR_SCALE, POOLED_PRIOR_SCALE)
+
+
+def _solve(f: Features, lay: _Layout, centre: np.ndarray, spread: np.ndarray, *starts: np.ndarray) -> np.ndarray:
+    """The parameter vector of `lay` fitted to `f` by robust least squares on log time: the best
+    of the fits from each start."""
+    lo, hi = lay.bounds()
+    args = (lay, f, lay.row_indices(f, f.engine), centre, spread)
+    results = [least_squares(_residuals, np.clip(start, lo, hi), bounds=(lo, hi), args=args, loss="soft_l1",
+                             f_scale=LOSS_SCALE, x_scale=1.0, max_nfev=400) for start in starts]
+    return min(results, key=lambda r: r.cost).x
+
+
+def _eager_starts(lay: _Layout, pooled: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Where the eager engines' fit starts: at the pooled profile, and at it with a host-bound
+    per-layer overhead (EAGER_LAYER_START_S), which a start at the graph engines' microseconds
+    does not climb to (the overhead and the efficiencies trade off along a long valley)."""
+    host = pooled.copy()
+    host[lay.index(POOLED, "t_layer")] = np.log(EAGER_LAYER_START_S)
+    return np.tile(pooled, len(lay.groups)), np.concatenate([pooled, np.tile(host, len(lay.groups) - 1)])
 
 
 @dataclass(frozen=True)
@@ -208,7 +236,6 @@ class EngineFit:
     device_classes: tuple[str, ...]
     measured_classes: dict  # engine -> classes its rows used (weights and KV)
     rows: int
-    cost: float
 
     @property
     def layout(self) -> _Layout:
@@ -245,18 +272,34 @@ class EngineFit:
 
 
 def fit_engines(f: Features) -> EngineFit:
-    """Fit every engine in `f` (and the pooled profile) by robust least squares on log time."""
+    """Fit every engine in `f` (and the pooled profile) by robust least squares on log time.
+
+    In two stages when both kinds are present: the pooled profile and the graph-captured engines
+    first, then each eager engine (EAGER_ENGINES) tied to that pooled profile held fixed, so the
+    eager engines' host-bound rows never move another engine's parameters (issue 14)."""
     engines = tuple(sorted(set(f.engine)))
     classes = tuple(sorted(set(f.weight_class) | set(f.kv_class) | {"16bit"}))
     device_classes = tuple(sorted(set(f.device_class)))
     lay = _Layout(engines, classes, device_classes)
-    lo, hi = lay.bounds()
-    at = lay.row_indices(f, f.engine)
-    result = least_squares(_residuals, np.clip(lay.start(), lo, hi), bounds=(lo, hi), args=(lay, f, at),
-                           loss="soft_l1", f_scale=LOSS_SCALE, x_scale=1.0, max_nfev=400)
+    centre, spread = _pooled_prior(lay)
+    eager = np.array([e in EAGER_ENGINES for e in f.engine])
+    if not eager.any():
+        z = _solve(f, lay, centre, spread, lay.start())
+    elif eager.all():
+        z = _solve(f, lay, centre, spread, *_eager_starts(lay, centre))
+    else:
+        graph_lay = _Layout(tuple(e for e in engines if e not in EAGER_ENGINES), classes, device_classes)
+        graph_z = _solve(_take(f, ~eager), graph_lay, centre, spread, graph_lay.start())
+        pooled = graph_z[:lay.width]
+        eager_lay = _Layout(tuple(e for e in engines if e in EAGER_ENGINES), classes, device_classes)
+        eager_z = _solve(_take(f, eager), eager_lay, pooled, np.full(lay.width, FIXED_SCALE),
+                         *_eager_starts(eager_lay, pooled))
+        blocks = {g: graph_z[i * lay.width:(i + 1) * lay.width] for i, g in enumerate(graph_lay.groups)}
+        blocks.update({g: eager_z[i * lay.width:(i + 1) * lay.width] for i, g in enumerate(eager_lay.groups) if i})
+        z = np.concatenate([blocks[g] for g in lay.groups])
     measured = {e: tuple(sorted({c for ee, w, k in zip(f.engine, f.weight_class, f.kv_class) if ee == e for c in (w, k)}))
                 for e in engines}
-    return EngineFit(result.x, engines, classes, device_classes, measured, len(f.measured_s), float(result.cost))
+    return EngineFit(z, engines, classes, device_classes, measured, len(f.measured_s))
 
 
 def leave_one_source_out(f: Features) -> np.ndarray:

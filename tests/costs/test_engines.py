@@ -125,6 +125,21 @@ def test_leave_one_source_out_predicts_each_source_from_the_others(catalog):
         np.abs(fit_engines(f).predict(f)[held] / f.measured_s[held] - 1))
 
 
+def test_eager_rows_never_move_the_graph_engines(catalog):
+    # the two-stage fit: the graph engines and the pooled profile are fitted as if the eager rows
+    # were not there, and the eager engine recovers its own (host-bound) overheads beside them
+    graph, _ = _synthetic_rows(catalog, KNOWN, "s1", "trtllm")
+    eager_profile = dataclasses.replace(KNOWN, layer_overhead_s=300e-6, forward_overhead_s=40e-6)
+    eager, eager_times = _synthetic_rows(catalog, eager_profile, "s2", "torch")
+    alone, both = fit_engines(_features(catalog, graph)), fit_engines(_features(catalog, graph + eager))
+    for name in ("trtllm", POOLED):
+        assert alone.profile(name, "t") == both.profile(name, "t")
+    f = _features(catalog, eager)
+    error = np.abs(both.predict(f) / eager_times - 1)
+    assert np.median(error) < 0.05 and error.max() < 0.25
+    assert both.profile("torch", "t").layer_overhead_s == pytest.approx(300e-6, rel=0.2)
+
+
 def test_the_shipped_profiles_are_plausible_and_read_back():
     catalog = Catalog.open()
     names = catalog.engine_names()
