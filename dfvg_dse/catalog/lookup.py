@@ -48,6 +48,7 @@ from dfvg_dse.specs.hardware import show_value as shown
 ENV_DIRS = {"models": "DFVG_DSE_MODELS_DIR", "hwdb": "DFVG_DSE_HWDB_DIR"}
 HW_KINDS = ("fpga", "gpu", "cpu", "link")
 ROOFLINE = "roofline"  # the engine name of the plain roofline (no profile)
+BUILTIN_PAIRS = {"builtin:tiny": "", "builtin:small": "small"}  # under models/reference/
 # The engine whose fitted profile prices GPU forwards when a command is not told otherwise:
 # TensorRT-LLM, the best tuned of the engines with published measurements (docs/engines.md).
 DEFAULT_ENGINE = "trtllm"
@@ -446,15 +447,16 @@ class Catalog(HeadLookup):
 
     @staticmethod
     def read_checkpoint(folder: str | Path, role: str = "target"):
-        """A Hugging Face checkpoint folder, or `builtin:tiny` (the shipped reference pair's `role`,
-        target or draft): (config, ModelSpec, float32 tensors, folder)."""
+        """A Hugging Face checkpoint folder, or a shipped reference pair's `role` (target or draft):
+        `builtin:tiny` (numpy-sized) or `builtin:small` (issue 19: sized for the torch backend):
+        (config, ModelSpec, float32 tensors, folder)."""
         from dfvg_dse.catalog.checkpoints import read_checkpoint
 
         if str(folder).startswith("builtin:"):
-            if str(folder) != "builtin:tiny":
-                raise CatalogError(f"{folder}: unknown built-in checkpoint; the shipped pair is builtin:tiny "
-                                   "(and its draft head builtin:tiny-eagle)")
-            folder = shipped_data_dir("models") / "reference" / role
+            if str(folder) not in BUILTIN_PAIRS:
+                raise CatalogError(f"{folder}: unknown built-in checkpoint; the shipped pairs are builtin:tiny "
+                                   "(and its draft head builtin:tiny-eagle) and builtin:small")
+            folder = shipped_data_dir("models") / "reference" / BUILTIN_PAIRS[str(folder)] / role
         return (*read_checkpoint(folder), Path(folder))
 
     @staticmethod

@@ -39,11 +39,11 @@ def _stop_children() -> None:
     """Terminate and wait for every process this one started through multiprocessing and still
     runs, so the Ctrl-C line is true when printed. The stage runtimes stop their own on the way
     out; this catches one the interrupt reached between two of their steps. Children ignore SIGINT
-    (reference/stages.py), so SIGTERM, then SIGKILL."""
+    (processes.py), so SIGTERM, then SIGKILL."""
     multiprocessing = sys.modules.get("multiprocessing")
     if multiprocessing is None:  # never imported: nothing was started
         return
-    from dfvg_dse.reference.stages import interrupts_deferred  # imported only once processes exist
+    from dfvg_dse.processes import interrupts_deferred  # imported only once processes exist
 
     try:
         with interrupts_deferred():  # a second Ctrl-C waits until they are gone, then is the same one

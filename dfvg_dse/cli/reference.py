@@ -13,16 +13,19 @@ import click
 import numpy as np
 
 from dfvg_dse.catalog.checkpoints import forward_settings
+from dfvg_dse.catalog.lookup import BUILTIN_PAIRS
 from dfvg_dse.cli._base import (SEED, FiniteFloatRange, Temperature, catalog_of, cli, emit_json, emit_table,
                                 progress_line, refuse_other_rules, refuse_unused)
 from dfvg_dse.cli.decoding import _tree
 from dfvg_dse.export import write_jsonl, write_records
 from dfvg_dse.files import check_output_path
 from dfvg_dse.reference import Model, ReferenceConfig, Sampling, greedy_agreement
+from dfvg_dse.reference.speculative import load_model
 from dfvg_dse.reference.eagle import HeadModel, pack_head
 from dfvg_dse.reference.sampling import VERIFICATIONS
 from dfvg_dse.reference.stages import HEAD_IN_TURN, SCHEDULES, Job, LinkEmulation, RunResult, StageError, TwoStageRuntime
 from dfvg_dse.specs import InputError
+from dfvg_dse.specs.backend import BACKEND_DTYPES, BACKENDS, NUMPY, ReferenceBackend
 from dfvg_dse.specs.decoding import AdaptRule, Eagle2Rule
 
 
@@ -45,12 +48,12 @@ class _Text:
         return bytes(ids).decode("utf-8", "replace") if self.tokenizer is None else self.tokenizer.decode(ids)
 
 
-def _load(ctx, folder: str, role: str) -> tuple[Model, _Text | None]:
-    """The model and its text codec (None: neither a tokenizer.json nor a byte vocabulary)."""
+def _load(ctx, folder: str, role: str, backend: ReferenceBackend = NUMPY) -> tuple[Model, _Text | None]:
+    """The model on `backend` and its text codec (None: neither a tokenizer.json nor a byte vocabulary)."""
     catalog = catalog_of(ctx)
     config, spec, tensors, path = catalog.read_checkpoint(folder, role)
     rope, rms_norm_eps = forward_settings(path, config, spec)
-    model = Model(tensors, ReferenceConfig(spec, rope=rope, rms_norm_eps=rms_norm_eps))
+    model = load_model(tensors, ReferenceConfig(spec, rope=rope, rms_norm_eps=rms_norm_eps), backend)
     tokenizer = catalog.read_tokenizer(path)
     if tokenizer is not None:
         return model, _Text(tokenizer)
@@ -68,12 +71,16 @@ def _load_head(ctx, folder: str, target: Model) -> HeadModel:
     return HeadModel(pack_head(tensors, head_config, target.weights), head_config)
 
 
-def _load_pair(ctx, target: str, draft: str | None) -> tuple[Model, Model, _Text | None]:
-    target_model, text = _load(ctx, target, "target")
-    draft = draft or ("builtin:tiny" if target.startswith("builtin:") else None)
+def _load_pair(ctx, target: str, draft: str | None, backend: ReferenceBackend = NUMPY) -> tuple[Model, Model, _Text | None]:
+    draft = draft or (target if target in BUILTIN_PAIRS else None)  # a shipped pair's own draft
     if not draft:
-        raise InputError("--draft is required with --mode spec")
-    draft_model = _load_head(ctx, draft, target_model) if catalog_of(ctx).is_head(draft) else _load(ctx, draft, "draft")[0]
+        raise InputError("--draft is required for speculative decoding (a folder, or a shipped pair: builtin:tiny, builtin:small)")
+    head = catalog_of(ctx).is_head(draft)
+    if head and backend.name != "numpy":
+        # TODO(issue 19): a draft head on torch (its fc and features as tensors)
+        raise InputError(f"--draft {draft}: a draft head runs on the numpy backend only; drop --backend torch")
+    target_model, text = _load(ctx, target, "target", backend)
+    draft_model = _load_head(ctx, draft, target_model) if head else _load(ctx, draft, "draft", backend)[0]
     if draft_model.config.spec.vocab_size != target_model.config.spec.vocab_size:
         raise InputError("--draft: its vocabulary differs from the target's")
     return target_model, draft_model, text
@@ -121,6 +128,11 @@ def _decoding_options(command):
         click.option("--seed", type=SEED, default=0, show_default=True),
         click.option("--link", "link_name", help="Emulate this hwdb link's latency and bandwidth [default: none]."),
         click.option("--no-pin", is_flag=True, help="Do not pin the two stage processes to separate cores."),
+        click.option("--backend", type=click.Choice(BACKENDS), default="numpy", show_default=True,
+                     help="Engine of both stages' forwards: numpy (float32, the parity reference) or torch."),
+        click.option("--dtype", type=click.Choice(sorted({d for v in BACKEND_DTYPES.values() for d in v})),
+                     default="float32", show_default=True, help="Weights and activations (bfloat16: --backend torch)."),
+        click.option("--torch-device", default="cpu", show_default=True, help="--backend torch: cpu, cuda or cuda:N."),
     ]
     for option in reversed(options):
         command = option(command)
@@ -176,7 +188,7 @@ _RULE_OPTIONS = {"adapt": ("threshold", "gumbel_temperature", "k_max", "budget",
 
 @reference.command("generate")
 @click.option("--target", default="builtin:tiny", show_default=True,
-              help="Target checkpoint folder, or builtin:tiny (the shipped pair).")
+              help="Target checkpoint folder, or a shipped pair: builtin:tiny, builtin:small (for --backend torch).")
 @click.option("--draft", help="Draft checkpoint folder, builtin:tiny, or a draft head (builtin:tiny-eagle, the shipped "
                    "target's EAGLE-style head, or a head folder) [default: builtin:tiny with a builtin target].")
 @click.option("--prompt", help="Prompt text (byte-level checkpoints, or through the folder's tokenizer.json).")
@@ -194,8 +206,10 @@ _RULE_OPTIONS = {"adapt": ("threshold", "gumbel_temperature", "k_max", "budget",
 @click.pass_context
 def reference_generate(ctx, target, draft, prompt, prompt_ids, max_new_tokens, mode, tree_spec, dynamic, threshold,
                        gumbel_temperature, k_max, budget, min_depth, max_depth, top_k, depth, total_tokens, schedule,
-                       temperature, top_p, verification, seed, link_name, no_pin, trace_path, as_json):
+                       temperature, top_p, verification, seed, link_name, no_pin, backend, dtype, torch_device,
+                       trace_path, as_json):
     """Decode autoregressively or speculatively (lossless) with the draft and verify stages in two processes."""
+    backend = ReferenceBackend(backend, dtype, torch_device)
     if mode == "ar":
         refuse_unused(ctx, ["draft", "tree_spec", "dynamic", "threshold", "gumbel_temperature", "k_max", "budget",
                             "min_depth", "max_depth", "top_k", "depth", "total_tokens", "schedule", "verification",
@@ -203,11 +217,11 @@ def reference_generate(ctx, target, draft, prompt, prompt_ids, max_new_tokens, m
     if trace_path:
         check_output_path(trace_path, "--trace")  # before the decoding, not after it
     if mode == "spec":
-        target_model, draft_model, text = _load_pair(ctx, target, draft)
+        target_model, draft_model, text = _load_pair(ctx, target, draft, backend)
         if isinstance(draft_model, HeadModel) and schedule == "overlap":
             raise InputError(f"--schedule overlap: {HEAD_IN_TURN}")
     else:
-        (target_model, text), draft_model = _load(ctx, target, "target"), None
+        (target_model, text), draft_model = _load(ctx, target, "target", backend), None
     prompt = _prompt_tokens(prompt, prompt_ids, text)
     vocab = target_model.config.spec.vocab_size
     if any(not 0 <= t < vocab for t in prompt):
@@ -235,7 +249,7 @@ def reference_generate(ctx, target, draft, prompt, prompt_ids, max_new_tokens, m
     record = {"tokens": tokens, "text": text.decode(tokens) if text is not None else None,
               "tokens_per_s": len(tokens) / result.seconds, "seconds": result.seconds, "mode": mode,
               "temperature": temperature, "top_p": top_p, "seed": seed, "link": link_label,
-              "pinned": runtime.pinned, "startup_s": startup}
+              "pinned": runtime.pinned, "startup_s": startup, "backend": backend.label}
     if mode == "spec":
         counts = np.asarray(result.accept_counts)
         record.update({"schedule": schedule, "drafting": dynamic or tree_spec, "rounds": result.rounds,
@@ -255,8 +269,10 @@ def reference_generate(ctx, target, draft, prompt, prompt_ids, max_new_tokens, m
 
 
 @reference.command("bench")
-@click.option("--target", default="builtin:tiny", show_default=True, help="Target checkpoint folder or builtin:tiny.")
-@click.option("--draft", default="builtin:tiny", show_default=True, help="Draft checkpoint folder, builtin:tiny or a draft head (builtin:tiny-eagle).")
+@click.option("--target", default="builtin:tiny", show_default=True,
+              help="Target checkpoint folder or a shipped pair (builtin:tiny, builtin:small).")
+@click.option("--draft", help="Draft checkpoint folder, a shipped pair's draft or a draft head (builtin:tiny-eagle) "
+                              "[default: the shipped pair's own draft].")
 @click.option("--prompts", "prompts_path", type=click.Path(dir_okay=False),
               help="Prompt set (JSONL with text) [default: the shipped held-out prompts].")
 @click.option("--count", type=click.IntRange(1, 1000), default=4, show_default=True, help="Prompts used.")
@@ -275,7 +291,7 @@ def reference_generate(ctx, target, draft, prompt, prompt_ids, max_new_tokens, m
 @click.pass_context
 def reference_bench(ctx, target, draft, prompts_path, count, max_new_tokens, trees, dynamic_rules, schedules,
                     temperature, top_p,
-                    verification, seed, link_name, no_pin, repeats, output, as_json):
+                    verification, seed, link_name, no_pin, backend, dtype, torch_device, repeats, output, as_json):
     """Tokens/s of autoregressive and speculative decoding on a prompt set, end to end, two processes.
 
     Runs alternate (AR, then every tree and schedule, per prompt and repeat) because this machine's
@@ -283,8 +299,9 @@ def reference_bench(ctx, target, draft, prompts_path, count, max_new_tokens, tre
     With the defaults (4 prompts x 3 repeats x 9 configurations) about half a minute on a 2-core
     machine (measured: 33 s), progress on a terminal's stderr."""
     catalog = catalog_of(ctx)
+    backend = ReferenceBackend(backend, dtype, torch_device)
     check_output_path(output, "--output")  # before half a minute of decoding, not after it
-    target_model, draft_model, text = _load_pair(ctx, target, draft)
+    target_model, draft_model, text = _load_pair(ctx, target, draft, backend)
     if text is None:
         raise InputError("reference bench: prompts are text; the target needs a tokenizer.json or a byte vocabulary")
     available = catalog.read_reference_prompts(prompts_path, None if prompts_path else "held-out")
@@ -342,14 +359,15 @@ def reference_bench(ctx, target, draft, prompts_path, count, max_new_tokens, tre
     rows = []
     for key in configs:
         mode, tree, schedule = key
-        rows.append({"mode": mode, "tree": tree, "schedule": schedule, "tokens_per_s": statistics.median(rates[key]),
+        rows.append({"mode": mode, "tree": tree, "schedule": schedule, "backend": backend.label,
+                     "tokens_per_s": statistics.median(rates[key]),
                      "speedup": statistics.median(rates[key]) / ar_rate,
                      "mean_accepted_per_round": statistics.mean(accepted[key]) if accepted[key] else 0.0,
                      "overlap_hit_rate": statistics.mean(hits[key]) if schedule == "overlap" else None})
     written = write_records(Path(output), rows)
     record = {"rows": rows, "greedy_token_acceptance": agreement, "prompts": len(prompts),
               "max_new_tokens": max_new_tokens, "repeats": repeats, "temperature": temperature, "link": link_label,
-              "pinned": runtime.pinned, "written": [str(p) for p in written]}
+              "pinned": runtime.pinned, "backend": backend.label, "written": [str(p) for p in written]}
     if as_json:
         emit_json(record)
         return
@@ -358,4 +376,4 @@ def reference_bench(ctx, target, draft, prompts_path, count, max_new_tokens, tre
                  "" if r["overlap_hit_rate"] is None else f"{r['overlap_hit_rate']:.2f}"] for r in rows],
                ["mode", "tree", "schedule", "tokens/s", "speedup", "accepted/round", "overlap hits"])
     tail = f"greedy token acceptance {agreement:.3f}; " if agreement is not None else ""
-    click.echo(f"{tail}{len(prompts)} prompts x {repeats} repeats; wrote {written[0]}")
+    click.echo(f"{tail}{len(prompts)} prompts x {repeats} repeats on {backend.label}; wrote {written[0]}")

@@ -12,8 +12,8 @@ import time
 
 import numpy as np
 
-from dfvg_dse.reference.stages import (ignore_interrupts, interrupts_deferred, single_threaded_environment,
-                                      spawning_quietly, stage_cpus)
+from dfvg_dse.processes import ignore_interrupts, interrupts_deferred, spawning_quietly
+from dfvg_dse.reference.stages import single_threaded_environment, stage_cpus
 from dfvg_dse.reference.tiny_lm import _linear
 
 

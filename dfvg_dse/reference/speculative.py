@@ -38,6 +38,8 @@ import numpy as np
 from dfvg_dse.reference.eagle import FEATURE_DTYPE, HeadModel, HeadWeights
 from dfvg_dse.reference.sampling import GREEDY, Sampling, distribution, sample_token, wire_distribution
 from dfvg_dse.reference.tiny_lm import KVCache, PackedWeights, ReferenceConfig, forward, pack_weights
+from dfvg_dse.reference.torch_lm import TorchModel, TorchWeights
+from dfvg_dse.specs.backend import NUMPY, ReferenceBackend
 from dfvg_dse.specs.decoding import AdaptRule, Eagle2Rule
 
 # One token record on the link: id (int32), parent (int32), confidence (float32), rank (int16),
@@ -68,8 +70,19 @@ class Model:
 
 
 def make_model(weights, config: ReferenceConfig):
-    """A Model, or a HeadModel for a draft head's weights (what a stage process rebuilds)."""
-    return HeadModel(weights, config) if isinstance(weights, HeadWeights) else Model(weights, config)
+    """A Model, a TorchModel or a HeadModel, by its weights (what a stage process rebuilds)."""
+    if isinstance(weights, HeadWeights):
+        return HeadModel(weights, config)
+    if isinstance(weights, TorchWeights):
+        return TorchModel(weights, config)
+    return Model(weights, config)
+
+
+def load_model(tensors: dict, config: ReferenceConfig, backend: ReferenceBackend = NUMPY):
+    """A checkpoint's tensors (by name) on the backend that runs its forwards."""
+    if backend.name == "numpy":
+        return Model(tensors, config)
+    return TorchModel(TorchWeights(pack_weights(tensors, config), backend), config)
 
 
 def _depths(parents: list[int]) -> list[int]:

@@ -31,17 +31,15 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing
 import os
-import signal
 import struct
-import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection, wait
 
 import numpy as np
 
+from dfvg_dse.processes import ignore_interrupts, interrupts_deferred, spawning_quietly
 from dfvg_dse.reference.sampling import GREEDY, Sampling, wire_distribution
 from dfvg_dse.reference.eagle import FEATURE_DTYPE
 from dfvg_dse.reference.speculative import (TOKEN_RECORD, DraftTree, Drafter, Model, Verdict, Verifier, make_model,
@@ -76,53 +74,6 @@ def single_threaded_environment():
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-
-
-@contextmanager
-def interrupts_deferred():
-    """Ctrl-C deferred while inside: SIGINT is blocked in this thread and, in the main thread,
-    recorded instead of raised (another thread, a BLAS worker, may take the signal for the
-    process); one KeyboardInterrupt follows when the block ends. A process spawned inside inherits
-    the blocked mask through exec, so a Ctrl-C to the whole process group (a terminal's) cannot
-    interrupt its start-up (interpreter, imports, unpickling the weights) and print a traceback
-    before it ignores SIGINT itself (`ignore_interrupts`). CPython starts its resource tracker
-    with the same mask."""
-    if not hasattr(signal, "pthread_sigmask"):  # not POSIX: nothing to defer
-        yield
-        return
-    caught: list[int] = []
-    # only the main thread may set handlers; an ignored SIGINT (nohup, `&`) stays ignored
-    main = threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) != signal.SIG_IGN
-    handler = signal.signal(signal.SIGINT, lambda number, frame: caught.append(number)) if main else None
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-        if main:
-            signal.signal(signal.SIGINT, signal.default_int_handler if handler is None else handler)
-            if caught:
-                raise KeyboardInterrupt
-
-
-@contextmanager
-def spawning_quietly():
-    """`interrupts_deferred` for starting processes. multiprocessing's resource tracker is started
-    first: its own start unblocks SIGINT again, which would leave the children started after it
-    (by the same Process.start) unprotected; and a child killed by Ctrl-C during its start-up
-    leaves its parent blocked for ever on the pipe it writes the child's arguments to."""
-    if hasattr(signal, "pthread_sigmask"):
-        resource_tracker.ensure_running()
-    with interrupts_deferred():
-        yield
-
-
-def ignore_interrupts() -> None:
-    """In a child spawned under `interrupts_deferred`: ignore SIGINT (a pending one is discarded),
-    then unblock it. Ctrl-C is the parent's to handle."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 class StageError(RuntimeError):

@@ -73,18 +73,22 @@ class KVCache:
     def v(self) -> list[np.ndarray | None]:
         return [None if self._v is None else self._v[i, :, :self.length] for i in range(self.n_layers)]
 
-    def reserve(self, new_tokens: int, groups: int, head_dim: int, dtype) -> None:
-        """Room for `new_tokens` more rows before a forward writes them."""
+    def reserve(self, new_tokens: int, groups: int, head_dim: int, like) -> None:
+        """Room for `new_tokens` more rows before a forward writes them, in the dtype of `like`."""
         need = self.length + new_tokens
         if self._k is not None and need <= self._k.shape[2]:
             return
         capacity = max(64, need, 2 * (0 if self._k is None else self._k.shape[2]))
-        k = np.zeros((self.n_layers, groups, capacity, head_dim), dtype=dtype)
-        v = np.zeros_like(k)
+        k = self._zeros((self.n_layers, groups, capacity, head_dim), like)
+        v = self._zeros(k.shape, like)
         if self._k is not None:
             k[:, :, :self.length] = self._k[:, :, :self.length]
             v[:, :, :self.length] = self._v[:, :, :self.length]
         self._k, self._v = k, v
+
+    @staticmethod
+    def _zeros(shape: tuple, like):
+        return np.zeros(shape, dtype=like.dtype)
 
     def write(self, layer: int, start: int, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Store k, v (G, T, D) at rows start.. and return the layer's keys and values up to them."""
@@ -251,7 +255,7 @@ def _attend(q: np.ndarray, keys: np.ndarray, values: np.ndarray, mask_bias: np.n
     return (att @ values).reshape(heads, n, d).transpose(1, 0, 2).reshape(n, heads * d)
 
 
-def _mask_bias(parents, n: int, cached: int, repeats: int, dtype, cache_visible=None) -> np.ndarray:
+def mask_bias(parents, n: int, cached: int, repeats: int, dtype, cache_visible=None) -> np.ndarray:
     """The additive attention mask of a forward, built once for all its layers: new token i sees
     the cache (the rows `cache_visible[i]` marks, or all) and its tree ancestors (`parents`; a causal
     chain when None), stacked `repeats` times for the query heads that share a kv head."""
@@ -259,6 +263,12 @@ def _mask_bias(parents, n: int, cached: int, repeats: int, dtype, cache_visible=
     visible = np.concatenate([seen,
                               tree_mask(list(range(-1, n - 1)) if parents is None else list(parents))], axis=1)
     return np.tile(np.where(visible, 0.0, -np.inf).astype(dtype), (repeats, 1))
+
+
+def forward_shape(config: ReferenceConfig, tokens, positions) -> tuple[np.ndarray, np.ndarray, int, int, int]:
+    """A forward's token ids and positions as arrays, and its heads, kv heads and head_dim."""
+    spec = config.spec
+    return np.asarray(tokens, dtype=int), np.asarray(positions, dtype=int), spec.n_heads, spec.n_kv_heads, spec.head_dim
 
 
 def forward(weights, config: ReferenceConfig, tokens, positions, cache: KVCache, parents=None, *, inputs=None,
@@ -273,16 +283,11 @@ def forward(weights, config: ReferenceConfig, tokens, positions, cache: KVCache,
     `with_features` also returns the final-norm hidden states (T, C), the LM head's input."""
     if not isinstance(weights, PackedWeights):
         weights = pack_weights(weights, config)
-    spec = config.spec
-    tokens = np.asarray(tokens, dtype=int)
-    positions = np.asarray(positions, dtype=int)
-    n = len(tokens)
-    h, g, d = spec.n_heads, spec.n_kv_heads, spec.head_dim
-    cached = cache.length
+    tokens, positions, h, g, d = forward_shape(config, tokens, positions)
+    n, cached = len(tokens), cache.length
     x = weights.embed[tokens] if inputs is None else np.asarray(inputs)  # (T, C)
     # a single new token sees the whole cache: no mask needed
-    mask_bias = None if n == 1 and cache_visible is None else \
-        _mask_bias(parents, n, cached, h // g, x.dtype, cache_visible)
+    bias = None if n == 1 and cache_visible is None else mask_bias(parents, n, cached, h // g, x.dtype, cache_visible)
     if weights.positions is not None:
         x = x + weights.positions[positions + OPT_POSITION_OFFSET]
         cos = sin = None
@@ -290,7 +295,7 @@ def forward(weights, config: ReferenceConfig, tokens, positions, cache: KVCache,
         # a tree's nodes rotate at their own lengths (length-dependent scalings), as decoding them one by one would
         cos, sin = rope_tables(config.rope, positions, d, x.dtype, per_token=parents is not None)
         swap = _half_swap(d)
-    cache.reserve(n, g, d, x.dtype)
+    cache.reserve(n, g, d, x)
     for index, layer in enumerate(weights.layers):
         qkv = _linear(_norm(x, layer.norm1, config), layer.qkv, layer.qkv_bias)
         q = qkv[:, :h * d].reshape(n, h, d).transpose(1, 0, 2)  # (H, T, D)
@@ -303,7 +308,7 @@ def forward(weights, config: ReferenceConfig, tokens, positions, cache: KVCache,
             q = q * cos + q[..., swap] * sin
             k = k * cos + k[..., swap] * sin
         keys, values = cache.write(index, cached, k, v)
-        x = x + _linear(_attend(q, keys, values, mask_bias), layer.out, layer.out_bias)
+        x = x + _linear(_attend(q, keys, values, bias), layer.out, layer.out_bias)
         up = _linear(_norm(x, layer.norm2, config), layer.up, layer.up_bias)
         if layer.gated:  # SiLU(gate) * up
             half = up.shape[1] // 2

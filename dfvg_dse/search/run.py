@@ -28,6 +28,7 @@ from typing import Callable
 import numpy as np
 import optuna
 
+from dfvg_dse.processes import ignore_interrupts, spawning_quietly
 from dfvg_dse.pipeline.grid import GridFront, SearchSpace, grid_chunks, grid_front, grid_size, sample_grid
 from dfvg_dse.pipeline.pareto import pareto_mask
 from dfvg_dse.search.designs import grid_designs, make_objective, neighbours, prepare
@@ -42,7 +43,6 @@ SYNC_EVERY = 8  # a process that shares its study reads the others' trials after
 STOP_WAIT_S = 10.0  # after Ctrl-C, how long workers get to finish their trial and close their lease
 # POSIX: SIGINT is blocked (held) while workers start, so a Ctrl-C then is delivered once they have started;
 # elsewhere (Windows) it is ignored meanwhile, and one in that window is lost
-HOLDS_SIGNALS = hasattr(signal, "pthread_sigmask")
 
 
 METHODS = ("auto", "exact", "seeded", "optuna")
@@ -262,20 +262,12 @@ def work(space: SearchSpace, url: str, name: str, n_trials: int, sampler: str = 
             pass
 
 
-def _ignore_interrupts() -> None:
-    """A worker's first step: SIGINT ignored, which discards one held since `_interrupts_held` (the
-    mask it started with), then unblocked. Ctrl-C is the parent's to handle."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if HOLDS_SIGNALS:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-
-
 def _worker(space: SearchSpace, url: str, name: str, n_trials: int, sampler: str, seed: int, share: tuple[int, int],
             stop, errors, parent: int, queue: tuple) -> None:
     """A worker process: Ctrl-C goes to the parent, which sets `stop`; a worker whose parent died
     (kill -9, SIGTERM) stops too, even one still starting when it died (the parent's pid is passed
     in, not read here); an InputError goes back as text."""
-    _ignore_interrupts()
+    ignore_interrupts()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
         work(space, url, name, n_trials, sampler, seed, lambda: stop.is_set() or os.getppid() != parent, share=share,
@@ -283,34 +275,6 @@ def _worker(space: SearchSpace, url: str, name: str, n_trials: int, sampler: str
     except InputError as err:
         errors.put(str(err))
         raise SystemExit(2) from None
-
-
-@contextlib.contextmanager
-def _interrupts_held():
-    """SIGINT held while child processes are started: blocked in this thread, so a Ctrl-C meanwhile
-    is delivered here (to the handler in place) the moment the previous mask is restored, not lost.
-    The children inherit the blocked mask across fork and exec, so one during their start-up
-    (interpreter, imports) waits too, until `_ignore_interrupts` discards it. multiprocessing's
-    resource tracker is started first: its own start unblocks SIGINT. Without pthread_sigmask
-    (Windows) SIGINT is ignored instead (an ignored signal stays ignored across exec), in the main
-    thread only, and a Ctrl-C in the window is lost."""
-    if HOLDS_SIGNALS:
-        from multiprocessing import resource_tracker
-        resource_tracker.ensure_running()
-        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        try:
-            yield
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, previous)  # a held SIGINT's handler runs here
-        return
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 @contextlib.contextmanager
@@ -376,7 +340,7 @@ def run_search(space: SearchSpace, url: str, name: str, n_trials: int, seed: int
     workers = [context.Process(target=_worker, args=(space, url, name, n_trials, sampler, s, (i, n_workers), stop,
                                                      errors, os.getpid(), queue)) for i, s in enumerate(seeds) if i]
     try:
-        with _interrupts_held():  # a Ctrl-C meanwhile reaches this process after the last start; theirs is ignored
+        with spawning_quietly():  # a Ctrl-C meanwhile reaches this process after the last start; theirs is ignored
             for w in workers:
                 w.start()
 

@@ -19,7 +19,7 @@ import pytest
 
 from dfvg_dse import export
 from dfvg_dse.search import completed, run_search
-from dfvg_dse.search.run import HOLDS_SIGNALS, _ignore_interrupts, _interrupts_held
+from dfvg_dse.processes import HOLDS_SIGNALS, ignore_interrupts, spawning_quietly
 from dfvg_dse.search.studies import storage
 from dfvg_dse.specs import InputError
 from studyfile import states as _states  # tests/search/studyfile.py
@@ -288,7 +288,7 @@ def test_a_ctrl_c_while_workers_start_is_held_not_lost():
     seen: list[int] = []
     previous = signal.signal(signal.SIGINT, lambda number, frame: seen.append(number))
     try:
-        with _interrupts_held():
+        with spawning_quietly():
             # to this thread, which holds it (a process-directed one could land on another of pytest's threads)
             signal.pthread_kill(threading.get_ident(), signal.SIGINT)
             time.sleep(0.05)  # long enough for it to be handled, were it not held
@@ -296,7 +296,7 @@ def test_a_ctrl_c_while_workers_start_is_held_not_lost():
         after = list(seen)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         with pytest.raises(KeyboardInterrupt):  # under Python's own handler: the interrupt comes as the block ends
-            with _interrupts_held():
+            with spawning_quietly():
                 signal.pthread_kill(threading.get_ident(), signal.SIGINT)
     finally:
         signal.signal(signal.SIGINT, previous)
@@ -305,13 +305,13 @@ def test_a_ctrl_c_while_workers_start_is_held_not_lost():
 
 
 def _held_child(report) -> None:
-    """Started inside `_interrupts_held`: waits until the SIGINT its parent sent is pending (held
+    """Started inside `spawning_quietly`: waits until the SIGINT its parent sent is pending (held
     through the interpreter's start and the imports), then starts as a worker does."""
     deadline = time.monotonic() + 10  # it is pending before this runs: the wait is for a failure
     while signal.SIGINT not in signal.sigpending() and time.monotonic() < deadline:
         time.sleep(0.01)
     held = signal.SIGINT in signal.sigpending()
-    _ignore_interrupts()
+    ignore_interrupts()
     signal.raise_signal(signal.SIGINT)  # a Ctrl-C once it has started: ignored
     report.put((held, signal.SIGINT in signal.sigpending(), signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])))
 
@@ -321,7 +321,7 @@ def test_a_worker_started_while_ctrl_c_is_held_ignores_it():
     context = multiprocessing.get_context("spawn")  # as run_search starts its workers
     report = context.SimpleQueue()
     child = context.Process(target=_held_child, args=(report,))
-    with _interrupts_held():
+    with spawning_quietly():
         child.start()
         os.kill(child.pid, signal.SIGINT)  # a Ctrl-C to the process group reaches the child too
     child.join(timeout=120)

@@ -1,0 +1,42 @@
+"""Which engine runs the reference decoder's forwards (issue 19): the numpy engine (float32, the
+parity reference) or torch (float32 or bfloat16, on the CPU or a CUDA device)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from dfvg_dse.specs.hardware import InputError
+
+BACKENDS = ("numpy", "torch")
+BACKEND_DTYPES = {"numpy": ("float32",), "torch": ("float32", "bfloat16")}
+_DEVICE = re.compile(r"cpu|cuda(:\d+)?")
+
+
+@dataclass(frozen=True)
+class ReferenceBackend:
+    """`name` (numpy | torch), the dtype of weights and activations, and the torch device."""
+
+    name: str = "numpy"
+    dtype: str = "float32"
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        if self.name not in BACKENDS:
+            raise InputError(f"--backend {self.name!r}: allowed: {', '.join(BACKENDS)}")
+        if self.dtype not in BACKEND_DTYPES[self.name]:
+            raise InputError(f"--dtype {self.dtype!r} with --backend {self.name}: allowed: "
+                             f"{', '.join(BACKEND_DTYPES[self.name])}")
+        if not isinstance(self.device, str) or not _DEVICE.fullmatch(self.device):
+            raise InputError(f"--torch-device {self.device!r}: allowed: cpu, cuda, cuda:N")
+        if self.name == "numpy" and self.device != "cpu":
+            raise InputError(f"--torch-device {self.device}: the numpy backend runs on the CPU; "
+                             "add --backend torch")
+
+    @property
+    def label(self) -> str:
+        """How reports name it: 'numpy float32', 'torch bfloat16 on cpu'."""
+        return f"numpy {self.dtype}" if self.name == "numpy" else f"torch {self.dtype} on {self.device}"
+
+
+NUMPY = ReferenceBackend()
