@@ -22,7 +22,7 @@ cli.lazy_commands = {
     "hw": ("hardware", "Hardware database: FPGAs, GPUs, CPUs and links."),
     "models": ("hardware", "Model database: shapes of draft and target LLMs."),
     "pareto": ("search", "Redraw a finished run's Pareto plots (pareto.png, pareto.svg) from its trials.csv."),
-    "reference": ("reference", "The reference decoder: a small numpy model that really drafts and verifies."),
+    "reference": ("reference", "The reference decoder: small models (numpy, or torch in bfloat16) that really draft and verify."),
     "search": ("search",
                "Multi-objective search (tokens/s up, J/token or $/Mtoken down) over trees, schedules, batch and hardware."),
     "sensitivity": ("pipeline",

@@ -25,7 +25,7 @@ from dfvg_dse.reference.eagle import HeadModel, pack_head
 from dfvg_dse.reference.sampling import VERIFICATIONS
 from dfvg_dse.reference.stages import HEAD_IN_TURN, SCHEDULES, Job, LinkEmulation, RunResult, StageError, TwoStageRuntime
 from dfvg_dse.specs import InputError
-from dfvg_dse.specs.backend import BACKEND_DTYPES, BACKENDS, NUMPY, ReferenceBackend
+from dfvg_dse.specs.backend import BACKEND_DTYPES, BACKENDS, NUMPY, ReferenceBackend, pair_label, stage_backends
 from dfvg_dse.specs.decoding import AdaptRule, Eagle2Rule
 
 
@@ -68,19 +68,22 @@ def _load_head(ctx, folder: str, target: Model) -> HeadModel:
     if spec.d_model != target.config.spec.d_model or spec.vocab_size != target.config.spec.vocab_size:
         raise InputError(f"--draft {folder}: a head of width {spec.d_model} and vocabulary {spec.vocab_size} for a "
                          f"target of {target.config.spec.d_model} and {target.config.spec.vocab_size}")
-    return HeadModel(pack_head(tensors, head_config, target.weights), head_config)
+    packed = getattr(target.weights, "packed", target.weights)  # a torch target's numpy weights
+    return HeadModel(pack_head(tensors, head_config, packed), head_config)
 
 
-def _load_pair(ctx, target: str, draft: str | None, backend: ReferenceBackend = NUMPY) -> tuple[Model, Model, _Text | None]:
+def _load_pair(ctx, target: str, draft: str | None, backend: ReferenceBackend = NUMPY,
+               draft_backend: ReferenceBackend | None = None) -> tuple[Model, Model, _Text | None]:
     draft = draft or (target if target in BUILTIN_PAIRS else None)  # a shipped pair's own draft
     if not draft:
         raise InputError("--draft is required for speculative decoding (a folder, or a shipped pair: builtin:tiny, builtin:small)")
     head = catalog_of(ctx).is_head(draft)
-    if head and backend.name != "numpy":
+    draft_backend = draft_backend or backend
+    if head and draft_backend.name != "numpy":
         # TODO(issue 19): a draft head on torch (its fc and features as tensors)
-        raise InputError(f"--draft {draft}: a draft head runs on the numpy backend only; drop --backend torch")
+        raise InputError(f"--draft {draft}: a draft head runs on the numpy backend only; add --draft-backend numpy")
     target_model, text = _load(ctx, target, "target", backend)
-    draft_model = _load_head(ctx, draft, target_model) if head else _load(ctx, draft, "draft", backend)[0]
+    draft_model = _load_head(ctx, draft, target_model) if head else _load(ctx, draft, "draft", draft_backend)[0]
     if draft_model.config.spec.vocab_size != target_model.config.spec.vocab_size:
         raise InputError("--draft: its vocabulary differs from the target's")
     return target_model, draft_model, text
@@ -133,6 +136,9 @@ def _decoding_options(command):
         click.option("--dtype", type=click.Choice(sorted({d for v in BACKEND_DTYPES.values() for d in v})),
                      default="float32", show_default=True, help="Weights and activations (bfloat16: --backend torch)."),
         click.option("--torch-device", default="cpu", show_default=True, help="--backend torch: cpu, cuda or cuda:N."),
+        click.option("--draft-backend", type=click.Choice(BACKENDS),
+                     help="The draft's engine when it differs from the target's (numpy: float32 on the CPU) "
+                          "[default: --backend]."),
     ]
     for option in reversed(options):
         command = option(command)
@@ -178,7 +184,7 @@ def _dynamic_rule(dynamic, threshold, gumbel_temperature, k_max, budget, min_dep
 
 @cli.group()
 def reference() -> None:
-    """The reference decoder: a small numpy model that really drafts and verifies."""
+    """The reference decoder: small models (numpy, or torch in bfloat16) that really draft and verify."""
 
 
 # The drafting options each way of drafting in `reference generate` reads.
@@ -207,17 +213,18 @@ _RULE_OPTIONS = {"adapt": ("threshold", "gumbel_temperature", "k_max", "budget",
 def reference_generate(ctx, target, draft, prompt, prompt_ids, max_new_tokens, mode, tree_spec, dynamic, threshold,
                        gumbel_temperature, k_max, budget, min_depth, max_depth, top_k, depth, total_tokens, schedule,
                        temperature, top_p, verification, seed, link_name, no_pin, backend, dtype, torch_device,
-                       trace_path, as_json):
+                       draft_backend, trace_path, as_json):
     """Decode autoregressively or speculatively (lossless) with the draft and verify stages in two processes."""
-    backend = ReferenceBackend(backend, dtype, torch_device)
+    backend, draft_backend = stage_backends(backend, dtype, torch_device, draft_backend)
     if mode == "ar":
         refuse_unused(ctx, ["draft", "tree_spec", "dynamic", "threshold", "gumbel_temperature", "k_max", "budget",
                             "min_depth", "max_depth", "top_k", "depth", "total_tokens", "schedule", "verification",
-                            "link_name", "trace_path"], "with --mode ar (autoregressive decoding drafts nothing)")
+                            "link_name", "trace_path", "draft_backend"],
+                      "with --mode ar (autoregressive decoding drafts nothing)")
     if trace_path:
         check_output_path(trace_path, "--trace")  # before the decoding, not after it
     if mode == "spec":
-        target_model, draft_model, text = _load_pair(ctx, target, draft, backend)
+        target_model, draft_model, text = _load_pair(ctx, target, draft, backend, draft_backend)
         if isinstance(draft_model, HeadModel) and schedule == "overlap":
             raise InputError(f"--schedule overlap: {HEAD_IN_TURN}")
     else:
@@ -249,7 +256,8 @@ def reference_generate(ctx, target, draft, prompt, prompt_ids, max_new_tokens, m
     record = {"tokens": tokens, "text": text.decode(tokens) if text is not None else None,
               "tokens_per_s": len(tokens) / result.seconds, "seconds": result.seconds, "mode": mode,
               "temperature": temperature, "top_p": top_p, "seed": seed, "link": link_label,
-              "pinned": runtime.pinned, "startup_s": startup, "backend": backend.label}
+              "pinned": runtime.pinned, "startup_s": startup,
+              "backend": pair_label(backend, draft_backend) if mode == "spec" else backend.label}
     if mode == "spec":
         counts = np.asarray(result.accept_counts)
         record.update({"schedule": schedule, "drafting": dynamic or tree_spec, "rounds": result.rounds,
@@ -291,7 +299,8 @@ def reference_generate(ctx, target, draft, prompt, prompt_ids, max_new_tokens, m
 @click.pass_context
 def reference_bench(ctx, target, draft, prompts_path, count, max_new_tokens, trees, dynamic_rules, schedules,
                     temperature, top_p,
-                    verification, seed, link_name, no_pin, backend, dtype, torch_device, repeats, output, as_json):
+                    verification, seed, link_name, no_pin, backend, dtype, torch_device, draft_backend, repeats, output,
+                    as_json):
     """Tokens/s of autoregressive and speculative decoding on a prompt set, end to end, two processes.
 
     Runs alternate (AR, then every tree and schedule, per prompt and repeat) because this machine's
@@ -299,9 +308,10 @@ def reference_bench(ctx, target, draft, prompts_path, count, max_new_tokens, tre
     With the defaults (4 prompts x 3 repeats x 9 configurations) about half a minute on a 2-core
     machine (measured: 33 s), progress on a terminal's stderr."""
     catalog = catalog_of(ctx)
-    backend = ReferenceBackend(backend, dtype, torch_device)
+    backend, draft_backend = stage_backends(backend, dtype, torch_device, draft_backend)
+    label = pair_label(backend, draft_backend)
     check_output_path(output, "--output")  # before half a minute of decoding, not after it
-    target_model, draft_model, text = _load_pair(ctx, target, draft, backend)
+    target_model, draft_model, text = _load_pair(ctx, target, draft, backend, draft_backend)
     if text is None:
         raise InputError("reference bench: prompts are text; the target needs a tokenizer.json or a byte vocabulary")
     available = catalog.read_reference_prompts(prompts_path, None if prompts_path else "held-out")
@@ -359,7 +369,8 @@ def reference_bench(ctx, target, draft, prompts_path, count, max_new_tokens, tre
     rows = []
     for key in configs:
         mode, tree, schedule = key
-        rows.append({"mode": mode, "tree": tree, "schedule": schedule, "backend": backend.label,
+        rows.append({"mode": mode, "tree": tree, "schedule": schedule,
+                     "backend": label if mode == "spec" else backend.label,
                      "tokens_per_s": statistics.median(rates[key]),
                      "speedup": statistics.median(rates[key]) / ar_rate,
                      "mean_accepted_per_round": statistics.mean(accepted[key]) if accepted[key] else 0.0,
@@ -367,7 +378,7 @@ def reference_bench(ctx, target, draft, prompts_path, count, max_new_tokens, tre
     written = write_records(Path(output), rows)
     record = {"rows": rows, "greedy_token_acceptance": agreement, "prompts": len(prompts),
               "max_new_tokens": max_new_tokens, "repeats": repeats, "temperature": temperature, "link": link_label,
-              "pinned": runtime.pinned, "backend": backend.label, "written": [str(p) for p in written]}
+              "pinned": runtime.pinned, "backend": label, "written": [str(p) for p in written]}
     if as_json:
         emit_json(record)
         return
@@ -376,4 +387,4 @@ def reference_bench(ctx, target, draft, prompts_path, count, max_new_tokens, tre
                  "" if r["overlap_hit_rate"] is None else f"{r['overlap_hit_rate']:.2f}"] for r in rows],
                ["mode", "tree", "schedule", "tokens/s", "speedup", "accepted/round", "overlap hits"])
     tail = f"greedy token acceptance {agreement:.3f}; " if agreement is not None else ""
-    click.echo(f"{tail}{len(prompts)} prompts x {repeats} repeats on {backend.label}; wrote {written[0]}")
+    click.echo(f"{tail}{len(prompts)} prompts x {repeats} repeats on {label}; wrote {written[0]}")

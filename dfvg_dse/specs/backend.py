@@ -40,3 +40,20 @@ class ReferenceBackend:
 
 
 NUMPY = ReferenceBackend()
+
+
+def stage_backends(name: str, dtype: str, device: str, draft_name: str | None = None) -> tuple[ReferenceBackend,
+                                                                                                ReferenceBackend]:
+    """The target's backend and the draft's: the same unless `draft_name` differs (a numpy draft
+    runs float32 on the CPU; a torch one takes the target's dtype and device)."""
+    target = ReferenceBackend(name, dtype, device)
+    if draft_name is None or draft_name == name:
+        return target, target
+    if draft_name == "numpy":
+        return target, NUMPY
+    return target, ReferenceBackend(draft_name, dtype, device)
+
+
+def pair_label(target: ReferenceBackend, draft: ReferenceBackend) -> str:
+    """'torch bfloat16 on cpu', or with a draft elsewhere 'torch bfloat16 on cpu, draft numpy float32'."""
+    return target.label if draft == target else f"{target.label}, draft {draft.label}"

@@ -218,7 +218,12 @@ def calibration_steps(prompts: int) -> int:
 
 def measure_row_ratios(target: Model, draft: Model, quick: bool) -> dict[str, tuple[float, ...]]:
     """Each model's linear layers at 1..LINEAR_ROWS rows on the core its stage runs on (verify on the
-    first, draft on the second, as TwoStageRuntime pins them), as multiples of one row's time."""
+    first, draft on the second, as TwoStageRuntime pins them), as multiples of one row's time.
+
+    TODO(issue 19, deliver 3): numpy's products only. For `validate`/`calibrate --backend torch`
+    the same ratios and the core's bfloat16 peak come from torch's products (reference/torch_lm.py
+    tensors), and the calibration fits the bfloat16 cores; then validate reports the builtin:small
+    pair where speculation pays."""
     cpus = stage_cpus()
     out = {}
     for index, (role, model) in enumerate((("target", target), ("draft", draft))):

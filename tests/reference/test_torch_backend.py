@@ -164,3 +164,9 @@ def test_reference_generate_on_torch_bfloat16_from_the_command_line():
     assert bad.exit_code == 2 and "--dtype 'bfloat16' with --backend numpy" in bad.output
     head = runner.invoke(cli, args + ["--backend", "torch", "--draft", "builtin:tiny-eagle"])
     assert head.exit_code == 2 and "numpy backend only" in head.output
+    # a numpy head beside a torch target: the features cross backends, the output stays the target's
+    mixed = json.loads(runner.invoke(cli, args + ["--backend", "torch", "--draft", "builtin:tiny-eagle",
+                                                  "--draft-backend", "numpy"]).output)
+    assert mixed["tokens"] == numpy_run["tokens"] and mixed["backend"] == "torch float32 on cpu, draft numpy float32"
+    unused = runner.invoke(cli, args + ["--mode", "ar", "--draft-backend", "numpy"])
+    assert unused.exit_code == 2

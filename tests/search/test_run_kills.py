@@ -88,6 +88,10 @@ def test_killed_runs_stay_consistent(steps):
                 assert sum(after.values()) == max(trials, sum(before.values()) if op == "resume" else 0)
                 assert is_finished(run) and not aside.exists()
                 finished = after
+            elif killed and op == "force" and is_finished(run) and not aside.exists():
+                # killed on its way out, after the new run finished and dropped the old one
+                assert sum(after.values()) == trials
+                finished = after
             elif op == "force" and finished is not None:  # the last finished run survives somewhere, whole
                 kept = [_trials(p / "study.journal") for p in (run, aside) if is_finished(p)]
                 assert any(not finished - k for k in kept)
