@@ -38,6 +38,8 @@ SHAPES = {  # the issue's feasibility study: a 4 x 256 target, a 1 x 128 draft
     # in 16 bits), for the torch backend's pair `builtin:small`; its draft is the `draft` shape
     "target-small": dict(hidden_size=384, intermediate_size=1024, num_hidden_layers=8, num_attention_heads=6,
                          num_key_value_heads=6),
+    "draft-small": dict(hidden_size=128, intermediate_size=344, num_hidden_layers=2, num_attention_heads=2,
+                        num_key_value_heads=2),  # its draft: the `draft` shape, two layers
 }
 CONTEXT = 128
 HELD_OUT_EVERY = 8
