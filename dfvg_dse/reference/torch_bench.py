@@ -36,7 +36,7 @@ DEFAULT_MATMUL_SIZE = {"cpu": 1024, "cuda": 8192}
 DEFAULT_COPY_BYTES = {"cpu": 1 << 27, "cuda": 1 << 30}
 
 
-def _torch():
+def torch_module():
     try:
         import torch
     except ImportError:
@@ -70,11 +70,11 @@ def _check_dtype(dtype) -> str:
     return dtype
 
 
-def _check_device(device):
+def check_torch_device(device):
     """The torch.device for a device string (cpu, cuda or cuda:N) that this torch can use."""
     if not isinstance(device, str) or not DEVICE_PATTERN.fullmatch(device):
         raise InputError(f"torch device {show_value(device)}: must be cpu, cuda or cuda:N")
-    torch = _torch()
+    torch = torch_module()
     if device.startswith("cuda"):
         if not torch.cuda.is_available():
             raise InputError(f"torch device {show_value(device)}: CUDA is not available to this torch "
@@ -152,11 +152,11 @@ def build_layer_stack(model: ModelSpec, layers: int, device: str, dtype: str, se
     """`layers` decoder layers with the model's exact shapes and the head, random normal weights
     (std 0.02; norm gains 1 + N(0, 0.02)) drawn from a torch.Generator seeded with `seed` on the
     device: the same seed on the same device gives the same weights."""
-    torch = _torch()
+    torch = torch_module()
     _check_model(model)
     _positive("layers", layers)
     _positive("seed", seed, minimum=0)
-    torch_device, torch_dtype = _check_device(device), getattr(torch, _check_dtype(dtype))
+    torch_device, torch_dtype = check_torch_device(device), getattr(torch, _check_dtype(dtype))
     generator = torch.Generator(device=torch_device)
     generator.manual_seed(seed)
     stack = LayerStack(model=model, device=torch_device, dtype=torch_dtype, seed=seed)
@@ -202,7 +202,7 @@ def attention_mask(torch, stack: LayerStack, n_tokens: int, context: int):
 def make_caches(stack: LayerStack, n_tokens: int, context: int, batch: int) -> list:
     """Per layer a (K, V) pair of shape (batch, kv heads, cached + n, head_dim): the first `cached`
     positions random (the context), the last n written by the forward."""
-    torch = _torch()
+    torch = torch_module()
     m = stack.model
     shape = (batch, m.n_kv_heads, cache_tokens(stack, context) + n_tokens, m.head_dim)
     return [tuple(_random_values(torch, stack, shape) for _ in range(2)) for _ in stack.layers]
@@ -255,7 +255,7 @@ def head_forward(torch, stack: LayerStack, x):
 def forward(stack: LayerStack, x, caches, mask, head: bool = True):
     """Every layer of the stack on x (batch, n, d_model), then the head on all n positions (as a
     verify does) when `head`: logits, else the last hidden states."""
-    torch = _torch()
+    torch = torch_module()
     for weights, cache in zip(stack.layers, caches):
         x = layer_forward(torch, stack, weights, x, cache, mask)
     return head_forward(torch, stack, x) if head else x
@@ -289,7 +289,7 @@ def time_forward(stack: LayerStack, n_tokens: int, context: int, batch: int, rep
     """Median wall seconds of one forward of `n_tokens` new tokens per sequence for `batch`
     sequences over a KV cache of `context` random tokens, through every layer of the stack and,
     when `head`, the head on all n positions. The caches, mask and inputs are made before timing."""
-    torch = _torch()
+    torch = torch_module()
     _check_timing(n_tokens, context, batch, repeats, warmup)
     with torch.inference_mode():
         caches = make_caches(stack, n_tokens, context, batch)
@@ -300,7 +300,7 @@ def time_forward(stack: LayerStack, n_tokens: int, context: int, batch: int, rep
 
 def time_head(stack: LayerStack, n_tokens: int, batch: int, repeats: int, warmup: int) -> float:
     """Median wall seconds of the head alone on `n_tokens` positions of `batch` sequences."""
-    torch = _torch()
+    torch = torch_module()
     _check_timing(n_tokens, 0, batch, repeats, warmup)
     with torch.inference_mode():
         x = _random_values(torch, stack, (batch, n_tokens, stack.model.d_model))
@@ -311,8 +311,8 @@ def peak_matmul_flops_per_s(device: str, dtype: str, size: int | None = None, re
                             seed: int = 0) -> float:
     """Achieved FLOP/s of a square `size` x `size` matmul (2 size^3 FLOPs), median of `repeats`
     after two warm-up calls; size defaults to 8192 on CUDA and 1024 on CPU."""
-    torch = _torch()
-    torch_device, torch_dtype = _check_device(device), getattr(torch, _check_dtype(dtype))
+    torch = torch_module()
+    torch_device, torch_dtype = check_torch_device(device), getattr(torch, _check_dtype(dtype))
     size = _positive("size", DEFAULT_MATMUL_SIZE[torch_device.type] if size is None else size)
     _positive("repeats", repeats)
     generator = torch.Generator(device=torch_device)
@@ -327,8 +327,8 @@ def copy_bandwidth_bytes_per_s(device: str, bytes: int | None = None, repeats: i
     """Achieved bytes/s of copying a `bytes`-byte tensor into another on the device, counting the
     read and the write (2 x bytes per copy), median of `repeats` after two warm-up calls; bytes
     defaults to 1 GiB on CUDA and 128 MiB on CPU (rounded down to whole float32 values)."""
-    torch = _torch()
-    torch_device = _check_device(device)
+    torch = torch_module()
+    torch_device = check_torch_device(device)
     size = _positive("bytes", DEFAULT_COPY_BYTES[torch_device.type] if bytes is None else bytes, minimum=4) // 4
     _positive("repeats", repeats)
     source = torch.ones(size, device=torch_device, dtype=torch.float32)
@@ -350,7 +350,7 @@ def benchmark(model: ModelSpec, device: str, dtype: str, tokens: list[int], cont
     difference can come out tiny or, where the head dominates, even negative: it is not clamped."""
     _check_model(model)
     _check_dtype(dtype)
-    _check_device(device)
+    check_torch_device(device)
     tokens, contexts = _int_list("tokens", tokens, 1), _int_list("contexts", contexts, 0)
     batches = _int_list("batches", batches, 1)
     _positive("layers", layers)

@@ -23,19 +23,11 @@ import numpy as np
 
 from dfvg_dse.reference.rope import rope_tables
 from dfvg_dse.reference.tiny_lm import (OPT_POSITION_OFFSET, KVCache, PackedLayer, PackedWeights, ReferenceConfig,
-                                        forward_shape, mask_bias)
-from dfvg_dse.specs import InputError
+                                        _half_swap, forward_shape, mask_bias)
+from dfvg_dse.reference.torch_bench import check_torch_device, torch_module
 from dfvg_dse.specs.backend import ReferenceBackend
 
 _LINEAR = {"qkv", "out", "up", "down"}  # PackedLayer matrices, (in, out) in the numpy layout
-
-
-def torch_module():
-    try:
-        import torch
-    except ImportError:
-        raise InputError("--backend torch needs torch: pip install 'dfvg-dse[hf]'") from None
-    return torch
 
 
 @dataclass(frozen=True)
@@ -47,27 +39,13 @@ class TorchWeights:
     backend: ReferenceBackend
 
 
-def torch_device(backend: ReferenceBackend):
-    """The torch.device of `backend`, refused in one line when this torch cannot use it."""
-    torch = torch_module()
-    if backend.device.startswith("cuda"):
-        index = int(backend.device.partition(":")[2] or 0)
-        if not torch.cuda.is_available():
-            raise InputError(f"--torch-device {backend.device}: CUDA is not available to this torch "
-                             f"({torch.__version__})")
-        if index >= torch.cuda.device_count():
-            raise InputError(f"--torch-device {backend.device}: this machine has {torch.cuda.device_count()} "
-                             "CUDA device(s)")
-    return torch.device(backend.device)
-
-
 class _Tensors:
     """PackedWeights as torch tensors: linear weights back to (out, in) for F.linear, norms and
     biases in the dtype."""
 
     def __init__(self, packed: PackedWeights, backend: ReferenceBackend):
         torch = torch_module()
-        self.device, self.dtype = torch_device(backend), getattr(torch, backend.dtype)
+        self.device, self.dtype = check_torch_device(backend.device), getattr(torch, backend.dtype)
 
         def tensor(array, transpose=False):
             if array is None:
@@ -112,23 +90,21 @@ class TorchKVCache(KVCache):
         return [None if t is None else t.float().cpu().numpy() for t in super().v]
 
 
+def _rms_norm(x, weight, eps: float):
+    """RMSNorm over the last axis in float32, cast back to x's dtype (transformers' half-precision
+    path); also Qwen3's per-head norm of q and k."""
+    h = x.float()
+    return weight * (h * torch_module().rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+
+
 def _norm(x, weight_bias: tuple, config: ReferenceConfig):
-    """RMSNorm or LayerNorm in float32, cast back to x's dtype (transformers' half-precision path)."""
-    torch = torch_module()
+    """RMSNorm, or LayerNorm in float32 cast back to x's dtype."""
     weight, bias = weight_bias
-    h = x.float()
     if bias is None:
-        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + config.rms_norm_eps)
-        return weight * h.to(x.dtype)
-    h = torch.nn.functional.layer_norm(h, (h.shape[-1],), weight.float(), bias.float(), config.layer_norm_eps)
+        return _rms_norm(x, weight, config.rms_norm_eps)
+    h = torch_module().nn.functional.layer_norm(x.float(), (x.shape[-1],), weight.float(), bias.float(),
+                                                config.layer_norm_eps)
     return h.to(x.dtype)
-
-
-def _head_norm(x, weight, eps: float):
-    """Qwen3's per-head RMSNorm of q and k (over head_dim)."""
-    torch = torch_module()
-    h = x.float()
-    return weight * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
 
 
 def _attend(q, keys, values, mask_bias):
@@ -168,7 +144,7 @@ def torch_forward(w: _Tensors, config: ReferenceConfig, tokens, positions, cache
         else:
             cos, sin = (torch.from_numpy(t).to(device=w.device, dtype=w.dtype)
                         for t in rope_tables(config.rope, positions, d, np.float32, per_token=parents is not None))
-            swap = torch.cat([torch.arange(d // 2, d), torch.arange(d // 2)]).to(w.device)
+            swap = torch.from_numpy(_half_swap(d)).to(w.device)
         cache.reserve(n, g, d, x)
         for index, layer in enumerate(w.layers):
             qkv = _linear(_norm(x, layer["norm1"], config), layer["qkv"], layer["qkv_bias"])
@@ -176,8 +152,8 @@ def torch_forward(w: _Tensors, config: ReferenceConfig, tokens, positions, cache
             k = qkv[:, h * d:(h + g) * d].reshape(n, g, d).transpose(0, 1)
             v = qkv[:, (h + g) * d:].reshape(n, g, d).transpose(0, 1)
             if layer["q_norm"] is not None:
-                q = _head_norm(q, layer["q_norm"], config.rms_norm_eps)
-                k = _head_norm(k, layer["k_norm"], config.rms_norm_eps)
+                q = _rms_norm(q, layer["q_norm"], config.rms_norm_eps)
+                k = _rms_norm(k, layer["k_norm"], config.rms_norm_eps)
             if cos is not None:
                 q = q * cos + q[..., swap] * sin
                 k = k * cos + k[..., swap] * sin
