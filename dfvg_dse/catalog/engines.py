@@ -14,7 +14,9 @@ from dfvg_dse.catalog.errors import _MISSING, DataError
 from dfvg_dse.specs.engines import CLASSES, EngineProfile, KernelEfficiency
 from dfvg_dse.specs.hardware import SpecError
 
-FIELDS = ("name", "display_name", "source", "tag", "fitted", "fp16_accumulate", "forward_overhead_us",
+# Facts about an engine's kernels, read from its code, never fitted: { value = true|false, source = "..." }
+FACTS = ("fp16_accumulate", "mma_sync_only")
+FIELDS = ("name", "display_name", "source", "tag", "fitted", *FACTS, "forward_overhead_us",
           "layer_overhead_us", "sequence_overhead_us", "sharpness", "attention_efficiency", "half_rows", "kernels",
           "device_scales")
 US = 1e-6
@@ -43,10 +45,13 @@ def parse_engine(path: Path, data: dict) -> EngineProfile:
             raise DataError(path, key, data.get(key, _MISSING), "must be a non-empty string")
     if data["name"] != path.stem:
         raise DataError(path, "name", data["name"], f"must be the file's stem, '{path.stem}'")
-    accumulate = data.get("fp16_accumulate", {"value": False, "source": "default"})
-    if not isinstance(accumulate, dict) or not isinstance(accumulate.get("value"), bool) \
-            or not isinstance(accumulate.get("source"), str) or not accumulate["source"].strip():
-        raise DataError(path, "fp16_accumulate", accumulate, "must be { value = true|false, source = \"...\" }")
+    facts = {}
+    for fact in FACTS:
+        table = data.get(fact, {"value": False, "source": "default"})
+        if not isinstance(table, dict) or not isinstance(table.get("value"), bool) \
+                or not isinstance(table.get("source"), str) or not table["source"].strip():
+            raise DataError(path, fact, table, "must be { value = true|false, source = \"...\" }")
+        facts[fact] = table["value"]
     kernels = []
     for cls, table in _table(path, data, "kernels").items():
         if cls not in CLASSES or not isinstance(table, dict) or set(table) != {"bandwidth_efficiency", "compute_efficiency"}:
@@ -72,12 +77,13 @@ def parse_engine(path: Path, data: dict) -> EngineProfile:
             attention_efficiency=_number(path, "attention_efficiency", data.get("attention_efficiency", 1.0)),
             half_rows=_number(path, "half_rows", data.get("half_rows", 0.0)),
             sequence_overhead_s=_number(path, "sequence_overhead_us", data.get("sequence_overhead_us", 0.0)) * US,
-            fp16_accumulate=accumulate["value"], device_scales=tuple(scales), source=data["source"])
+            device_scales=tuple(scales), source=data["source"], **facts)
     except SpecError as err:
         raise DataError(path, err.field, err.value, err.allowed) from None
 
 
-def engine_document(profile: EngineProfile, display_name: str, fitted: dict, accumulate_source: str) -> dict:
+def engine_document(profile: EngineProfile, display_name: str, fitted: dict, accumulate_source: str,
+                    mma_sync_source: str = "default: the engine's GEMMs reach each GPU's full tensor rate") -> dict:
     """The TOML document of a profile (rounded to 4 significant digits; reads back as written)."""
     def r(x: float) -> float:
         return float(f"{x:.4g}")
@@ -85,6 +91,7 @@ def engine_document(profile: EngineProfile, display_name: str, fitted: dict, acc
     return {"name": profile.name, "display_name": display_name, "source": profile.source, "tag": "derived",
             "fitted": fitted,
             "fp16_accumulate": {"value": profile.fp16_accumulate, "source": accumulate_source},
+            "mma_sync_only": {"value": profile.mma_sync_only, "source": mma_sync_source},
             "forward_overhead_us": r(profile.forward_overhead_s / US), "layer_overhead_us": r(profile.layer_overhead_s / US),
             "sequence_overhead_us": r(profile.sequence_overhead_s / US),
             "sharpness": r(profile.sharpness), "attention_efficiency": r(profile.attention_efficiency),

@@ -31,7 +31,8 @@ _COMMON = {
 _PEAKS = {f"peak_{d}": (units.FLOP_PER_S, False, True)
           for d in ("fp16", "bf16", "fp32", "int8", "fp8", "fp4", "fp16_fp16acc")}
 QUANTITY_FIELDS = {
-    "gpu": {**_COMMON, **_PEAKS, "peak_fp16": (units.FLOP_PER_S, True, True), "onchip_sram": (units.BYTES, False, True)},
+    "gpu": {**_COMMON, **_PEAKS, "peak_fp16": (units.FLOP_PER_S, True, True), "onchip_sram": (units.BYTES, False, True),
+            "mma_sync_fraction": (units.FRACTION, False, True)},
     "cpu": {**_COMMON, **_PEAKS, "peak_fp32": (units.FLOP_PER_S, True, True), "cores": (units.COUNT, True, True),
             "clock": (units.HZ, True, True), "llc": (units.BYTES, False, True)},
     "fpga": {**_COMMON, "dsp_count": (units.COUNT, True, True), "pe_dsp_count": (units.COUNT, False, True),
@@ -256,7 +257,8 @@ def parse_device(path: Path, data: dict, kind: str, defaults: CalibrationDefault
             linear_row_ratios=_ratio_table(path, data, "linear_row_ratios"),
             device_class=read_string(path, data, "device_class", "") or "",
             own_engine=read_string(path, data, "engine", "") or "",
-            fp16_accumulate_peak_flops_per_s=q["peak_fp16_fp16acc"].si if "peak_fp16_fp16acc" in q else None)
+            fp16_accumulate_peak_flops_per_s=q["peak_fp16_fp16acc"].si if "peak_fp16_fp16acc" in q else None,
+            mma_sync_fraction=si("mma_sync_fraction", 1.0))
     except SpecError as err:
         raise _spec_error(path, err) from None
     return HwEntry(spec, kind, path, q)

@@ -16,7 +16,7 @@ from dfvg_dse.cli._base import catalog_of, cli, emit_json, emit_table
 from dfvg_dse.export import write_plot, write_records
 from dfvg_dse.files import check_output_folder
 from dfvg_dse.report.plots import plot_fidelity
-from dfvg_dse.specs.measurements import ForwardMeasurement
+from dfvg_dse.specs.measurements import ENGINE_FAMILIES, ForwardMeasurement
 from dfvg_dse.validation.engines import POOLED
 from dfvg_dse.validation.fidelity import (Budgets, Inputs, fit, fitted_rows, forward_report, set_aside_report,
                                           set_aside_summary, speculative_report, summary, verdicts)
@@ -29,18 +29,19 @@ DISPLAY = {"trtllm": "TensorRT-LLM", "vllm": "vLLM", "sglang": "SGLang", "gpt-fa
 
 def fit_inputs(catalog: Catalog) -> Inputs:
     """Every measurement file, the models and GPUs its rows name (plain roofline devices), and the
-    engines whose shipped profiles say their 16-bit GEMMs accumulate in FP16."""
+    engines whose shipped profiles say their 16-bit GEMMs accumulate in FP16 or issue only mma.sync."""
     plain = catalog.with_engine(ROOFLINE)
     sources = plain.measurements()
     rows = [r for s in sources for r in s.rows]
     models = {n for r in rows for n in ((r.model,) if isinstance(r, ForwardMeasurement) else (r.target, r.draft)) if n}
     accumulate = frozenset(name for name in plain.engine_names()[1:] if plain.engine(name).fp16_accumulate)
+    mma_sync = frozenset(name for name in plain.engine_names()[1:] if plain.engine(name).mma_sync_only)
     specs = {n: plain.model(n) for n in sorted(models)}
     devices = {n: plain.device(n) for n in sorted({r.device for r in rows})}
     for row in fitted_rows(sources, specs)[1]:  # the groups of the multi-GPU rows, by name (4xa100-80gb)
         group = plain.device(row.device, tensor=row.tensor_parallel)
         devices[group.name] = group
-    return Inputs(sources, specs, devices, accumulate)
+    return Inputs(sources, specs, devices, accumulate, mma_sync)
 
 
 def _fitted_note(inputs: Inputs, engine: str) -> tuple[dict, str]:
@@ -49,6 +50,13 @@ def _fitted_note(inputs: Inputs, engine: str) -> tuple[dict, str]:
     sources = sorted({r.source for r in mine})
     fitted = {"rows": len(mine), "rows_all_engines": len(rows), "rows_set_aside": len(aside),
               "sources": sources}
+    if not mine:  # an engine priced by its kernel family's profile
+        family = ENGINE_FAMILIES[engine]
+        kin = sorted({r.engine for r in rows if ENGINE_FAMILIES.get(r.engine) == family})
+        fitted["family"] = family
+        text = (f"no rows of its own: the '{family}' kernel family's profile, fitted by `dfvg-dse engines fit` to "
+                f"hwdb/measurements beside {', '.join(kin)} ({len(rows)} single-GPU rows in all); method docs/engines.md")
+        return fitted, text
     text = (f"fitted by `dfvg-dse engines fit` to hwdb/measurements: {len(mine)} single-GPU rows of "
             f"{'every engine' if engine == POOLED else engine} ({len(sources)} sources, each file's [publication] names "
             f"its URL and tables), {len(rows)} rows in all; method docs/engines.md")
@@ -93,7 +101,8 @@ def engines_show(ctx, name, as_json):
                f"per layer + {profile.sequence_overhead_s * 1e6:.2f} us per sequence of the batch; small GEMMs at "
                f"M / (M + {profile.half_rows:.3g}) of the kernels' rate; transition sharpness p = {profile.sharpness:.2f}; "
                "attention at "
-               f"{profile.attention_efficiency:.2f} of the GEMM rate; FP16 accumulate: {profile.fp16_accumulate}")
+               f"{profile.attention_efficiency:.2f} of the GEMM rate; FP16 accumulate: {profile.fp16_accumulate}; "
+               f"mma.sync only: {profile.mma_sync_only}")
     emit_table([[k.weight_class, f"{k.bandwidth_efficiency:.3f}", f"{k.compute_efficiency:.3f}"] for k in profile.kernels],
                ["weights", "bandwidth eff.", "compute eff."])
     if profile.device_scales:
@@ -113,17 +122,18 @@ def engines_fit(ctx, out_dir, as_json):
     inputs = fit_inputs(catalog)
     fitted, _ = fit(inputs)
     written = []
-    for engine in fitted.engines + (POOLED,):
+    for engine in fitted.engines + fitted.borrowed() + (POOLED,):
         stem = GENERIC if engine == POOLED else engine
         note, text = _fitted_note(inputs, engine)
-        accumulate = stem in inputs.fp16_accumulate
         old = catalog.engine_entry(stem)[1] if stem in catalog.engine_names() else {}
         fact = old.get("fp16_accumulate", {}).get("source", "default: 16-bit GEMMs accumulate in FP32 (cuBLAS's "
                                                   "default compute type)")
-        profile = fitted.profile(engine, text, accumulate)
+        mma_fact = old.get("mma_sync_only", {}).get("source", "default: the engine's GEMMs reach each GPU's full "
+                                                    "tensor rate (cuBLAS / CUTLASS kernels for the architecture)")
+        profile = fitted.profile(engine, text, stem in inputs.fp16_accumulate, stem in inputs.mma_sync_only)
         profile = dataclasses.replace(profile, name=stem)
         path = Path(folder) / f"{stem}.toml"
-        write_toml_atomic(path, engine_document(profile, DISPLAY.get(stem, stem), note, fact))
+        write_toml_atomic(path, engine_document(profile, DISPLAY.get(stem, stem), note, fact, mma_fact))
         written.append(str(path))
     if as_json:
         emit_json({"written": written, "rows": fitted.rows, "engines": list(fitted.engines)})

@@ -23,19 +23,23 @@ from dfvg_dse.specs.engines import EngineProfile
 from dfvg_dse.specs.parallel import unit_of
 
 
-def engine_peak_flops_per_s(device: DeviceSpec, compute_dtype: str, fp16_accumulate: bool) -> float:
+def engine_peak_flops_per_s(device: DeviceSpec, compute_dtype: str, fp16_accumulate: bool,
+                            mma_sync_only: bool = False) -> float:
     """The dense peak an engine's GEMMs run at: the FP16-accumulate rate where the engine uses it and
-    the device has one (GeForce), else the compute dtype's peak."""
+    the device has one (GeForce), else the compute dtype's peak; for kernels that issue only
+    Ampere-style mma.sync, the share of it the device gives them (Hopper: half, without wgmma)."""
     if fp16_accumulate and compute_dtype == "fp16" and device.fp16_accumulate_peak_flops_per_s:
-        return device.fp16_accumulate_peak_flops_per_s
-    return device.peak_for(compute_dtype)
+        peak = device.fp16_accumulate_peak_flops_per_s
+    else:
+        peak = device.peak_for(compute_dtype)
+    return peak * device.mma_sync_fraction if mma_sync_only else peak
 
 
 def engine_rates(model: ModelSpec, device: DeviceSpec, engine: EngineProfile) -> tuple[float, float]:
     """(GEMM FLOP/s, weight-streaming B/s) an engine's kernels reach on a GPU for this model."""
     kernel, _ = engine.kernel(model.weight_dtype)
     c_scale, m_scale = engine.scales(device.device_class)
-    peak = engine_peak_flops_per_s(device, model.compute_dtype, engine.fp16_accumulate)
+    peak = engine_peak_flops_per_s(device, model.compute_dtype, engine.fp16_accumulate, engine.mma_sync_only)
     return (peak * min(1.0, kernel.compute_efficiency * c_scale),
             device.main_memory.bandwidth_bytes_per_s * min(1.0, kernel.bandwidth_efficiency * m_scale))
 

@@ -70,6 +70,7 @@ class EngineProfile:
     half_rows: float = 0.0  # GEMMs of M rows reach M / (M + half_rows) of the kernels' compute efficiency
     sequence_overhead_s: float = 0.0  # per sequence of the batch, per forward
     fp16_accumulate: bool = False  # 16-bit GEMMs accumulate in FP16 (GeForce: twice the FP32-accumulate rate)
+    mma_sync_only: bool = False  # GEMMs issue warp-level mma.sync only (DeviceSpec.mma_sync_fraction of Hopper's peak)
     device_scales: tuple[tuple[str, float, float], ...] = ()  # (device class, compute, bandwidth factor)
     source: str = ""
 

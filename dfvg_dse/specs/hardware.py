@@ -224,6 +224,9 @@ class DeviceSpec:
     # GeForce tensor cores run FP16 products with FP16 accumulation at twice the FP32-accumulate rate
     # (peak_fp16 holds the latter); engines whose GEMMs accumulate in FP16 (llama.cpp) reach this one
     fp16_accumulate_peak_flops_per_s: float | None = None
+    # Hopper reaches its dense tensor peak only through warpgroup MMAs (wgmma); kernels written with
+    # Ampere's warp-level mma.sync (llama.cpp's) reach this fraction of it (1: no such limit)
+    mma_sync_fraction: float = 1.0
     # A calibrated device names the profile fitted to its own forwards (`calibrate --torch-device`);
     # it prices the device whatever --engine says
     own_engine: str = ""
@@ -250,6 +253,8 @@ class DeviceSpec:
             raise SpecError("overlap", self.compute_memory_overlap, "must be a fraction in [0, 1]")
         if not 0.0 < self.multi_row_bandwidth_fraction <= 1.0:
             raise SpecError("multi_row_bandwidth", self.multi_row_bandwidth_fraction, "must be a fraction in (0, 1]")
+        if not 0.0 < self.mma_sync_fraction <= 1.0:
+            raise SpecError("mma_sync_fraction", self.mma_sync_fraction, "must be a fraction in (0, 1]")
         ratios = self.linear_row_ratios
         if ratios and not (len(ratios) <= MAX_LINEAR_ROWS and ratios[0] == 1.0
                            and all(isinstance(r, float) and math.isfinite(r) and 0.0 < r <= 4.0 * n

@@ -15,6 +15,13 @@ ENGINES = ("vllm", "sglang", "trtllm", "gpt-fast", "llama.cpp", "hf", "exllamav2
 # Engines that launch every kernel from Python, one at a time (no CUDA graphs, no compiled step):
 # their host overheads are of another population than the graph-captured engines' (docs/engines.md)
 EAGER_ENGINES = ("hf", "torch")
+# Kernel families: engines that run the same kind of kernels, so an engine (or a source left out) with
+# few rows borrows from its family before the pooled profile (validation/engines.py). "tuned": CUDA
+# graphs over vendor-tuned GEMMs (cuBLAS / CUTLASS) and fused flash attention — TensorRT-LLM, vLLM,
+# SGLang, and gpt-fast's torch.compile'd step; "ggml": llama.cpp's own CUDA kernels (MMQ / MMVQ,
+# cuBLAS for 16-bit prefill GEMMs). An engine not listed (the eager ones among them: their host time
+# is no sample of another's, EAGER_ENGINES) is tied to the pooled profile directly.
+ENGINE_FAMILIES = {"trtllm": "tuned", "vllm": "tuned", "sglang": "tuned", "gpt-fast": "tuned", "llama.cpp": "ggml"}
 PHASES = ("decode", "prefill", "generate", "forward")
 METRICS = ("tokens_per_s", "ms_per_token", "ms")
 # the metrics each phase may give (a decode "ms" would be a whole generation: ambiguous)

@@ -26,7 +26,7 @@ from dfvg_dse.costs.roofline import smooth_roofline_time
 from dfvg_dse.costs.work import forward_work
 from dfvg_dse.specs import DeviceSpec, ModelSpec
 from dfvg_dse.specs.engines import FALLBACKS, EngineProfile, KernelEfficiency, weight_class
-from dfvg_dse.specs.measurements import EAGER_ENGINES, ForwardMeasurement
+from dfvg_dse.specs.measurements import EAGER_ENGINES, ENGINE_FAMILIES, ForwardMeasurement
 
 POOLED = "pooled"  # the profile of an engine with no rows: every engine's rows together
 # log-parameter bounds: efficiencies, overheads (s), sharpness p
@@ -38,6 +38,7 @@ SHARPNESS_BOUNDS = (1.0, 64.0)
 SCALE_BOUNDS = (0.1, 10.0)  # a device class's factor on the efficiencies (1: none)
 PRIOR_SCALE = 1.0  # engine vs pooled, in log units
 EAGER_PRIOR_SCALE = 10.0  # an eager engine (EAGER_ENGINES) vs pooled: tied only loosely
+FAMILY_PRIOR_SCALE = 0.5  # a kernel family (ENGINE_FAMILIES) vs pooled; its engines tie to it at PRIOR_SCALE (chosen on LOSO, docs/engines.md)
 # weak prior of the pooled profile toward the roofline's defaults (hwdb/defaults.toml), so a class
 # nobody measured stays near them instead of wandering: (eta_c, eta_m, t_forward, t_layer, p, eta_attn,
 # half_rows: the GEMM rows at which a kernel reaches half its efficiency, t_sequence)
@@ -80,14 +81,16 @@ def row_model(model: ModelSpec, row: ForwardMeasurement) -> ModelSpec:
 
 
 def features(rows: list[ForwardMeasurement], models: dict[str, ModelSpec], devices: dict[str, DeviceSpec],
-             fp16_accumulate: frozenset[str] = frozenset()) -> Features:
+             fp16_accumulate: frozenset[str] = frozenset(), mma_sync_only: frozenset[str] = frozenset()) -> Features:
     """The terms of every row (models and devices by name, devices without an engine);
-    `fp16_accumulate`: the engines whose 16-bit GEMMs accumulate in FP16 (hwdb/engines.toml)."""
+    `fp16_accumulate`: the engines whose 16-bit GEMMs accumulate in FP16, `mma_sync_only`: those whose
+    GEMMs issue only warp-level mma.sync (hwdb/engines/NAME.toml)."""
     cols: dict[str, list] = {k: [] for k in ("linear", "attention", "weight", "kv", "peak", "bw", "layers", "gemm_rows",
                                              "batch", "count", "row")}
     for i, row in enumerate(rows):
         model, device = row_model(models[row.model], row), devices[row.device]
-        peak = engine_peak_flops_per_s(device, model.compute_dtype, row.engine in fp16_accumulate)
+        peak = engine_peak_flops_per_s(device, model.compute_dtype, row.engine in fp16_accumulate,
+                                       row.engine in mma_sync_only)
         for n, context, count in row.priced_forwards:
             work = forward_work(model, n, context, row.batch)
             for key, value in (("linear", work.linear_flops), ("attention", work.attention_flops),
@@ -118,17 +121,42 @@ def _take(f: Features, rows: np.ndarray) -> Features:
     return Features(**per_part, row=renumber[f.row[parts]], measured_s=f.measured_s[keep], **per_row)
 
 
+def family_of(engine: str) -> str | None:
+    """The group of an engine's kernel family (ENGINE_FAMILIES), or None for an engine of its own."""
+    family = ENGINE_FAMILIES.get(engine)
+    return None if family is None else f"family:{family}"
+
+
 class _Layout:
-    """Where each parameter sits in the vector: pooled first, then each engine; per group the
-    classes' (eta_c, eta_m), t_forward, t_layer, p, then per device class a (compute, bandwidth)
-    scale — all as logs."""
+    """Where each parameter sits in the vector: pooled first, then each kernel family, then each
+    engine; per group the classes' (eta_c, eta_m), t_forward, t_layer, p, then per device class a
+    (compute, bandwidth) scale — all as logs."""
 
     NAMES = ("t_forward", "t_layer", "p", "eta_attn", "half_rows", "t_sequence")
 
     def __init__(self, engines: tuple[str, ...], classes: tuple[str, ...], device_classes: tuple[str, ...]):
         self.engines, self.classes, self.device_classes = engines, classes, device_classes
         self.width = 2 * len(classes) + len(self.NAMES) + 2 * len(device_classes)
-        self.groups = (POOLED,) + engines
+        self.families = tuple(sorted({family_of(e) for e in engines} - {None}))
+        self.groups = (POOLED,) + self.families + engines
+
+    def parent(self, group: str) -> str:
+        """The group a group's parameters are tied to: an engine's family, a family's the pooled one."""
+        family = family_of(group) if group in self.engines else None
+        return family if family in self.families else POOLED
+
+    def tie(self, group: str) -> float:
+        """The prior scale of a group's tie to its parent (log units)."""
+        if self.parent(group) != POOLED:
+            return PRIOR_SCALE
+        return EAGER_PRIOR_SCALE if group in EAGER_ENGINES else FAMILY_PRIOR_SCALE if group in self.families else PRIOR_SCALE
+
+    def group_of(self, engine: str) -> str:
+        """The group that prices an engine: itself when fitted, else its family, else the pooled one."""
+        if engine in self.engines:
+            return engine
+        family = family_of(engine)
+        return family if family in self.families else POOLED
 
     def index(self, group: str, name: str, cls: str | None = None) -> int:
         """The parameter's position; -1 for the scale of a device class the fit never saw (1)."""
@@ -195,10 +223,9 @@ def _residuals(z: np.ndarray, lay: _Layout, f: Features, at: dict[str, np.ndarra
     """Log errors of the rows, each engine's tie to the pooled profile, and the pooled profile's
     prior (`centre`, `spread`: per parameter, in log units)."""
     data = np.log(_predict(z, f, at)) - np.log(f.measured_s)
-    width = lay.width
-    ties = [EAGER_PRIOR_SCALE if e in EAGER_ENGINES else PRIOR_SCALE for e in lay.engines]
-    prior = [(z[(i + 1) * width:(i + 2) * width] - z[:width]) / tie for i, tie in enumerate(ties)]
-    return np.concatenate([data, *prior, (z[:width] - centre) / spread])
+    blocks = z.reshape(len(lay.groups), lay.width)
+    prior = [(blocks[i] - blocks[lay.groups.index(lay.parent(g))]) / lay.tie(g) for i, g in enumerate(lay.groups) if i]
+    return np.concatenate([data, *prior, (blocks[0] - centre) / spread])
 
 
 def _pooled_prior(lay: _Layout) -> tuple[np.ndarray, np.ndarray]:
@@ -243,20 +270,26 @@ class EngineFit:
 
     def predict(self, f: Features) -> np.ndarray:
         """Seconds per row: each row by its engine's profile, or the pooled one if the fit had none."""
-        groups = tuple(e if e in self.engines else POOLED for e in f.engine)
+        groups = tuple(self.layout.group_of(e) for e in f.engine)
         mapped = {k: tuple(self._nearest(c) for c in getattr(f, k)) for k in ("weight_class", "kv_class")}
         f = replace(f, **mapped)
         return _predict(self.z, f, self.layout.row_indices(f, groups))
+
+    def borrowed(self) -> tuple[str, ...]:
+        """Engines without rows of their own priced by a fitted family (ENGINE_FAMILIES): SGLang by
+        the tuned family's profile."""
+        lay = self.layout
+        return tuple(sorted(e for e in ENGINE_FAMILIES if e not in self.engines and lay.group_of(e) != POOLED))
 
     def _nearest(self, cls: str) -> str:
         """A class the fit has: itself, or the nearest wider one (as EngineProfile.kernel falls back)."""
         return next((c for c in (cls,) + FALLBACKS.get(cls, ()) if c in self.classes), "16bit")
 
-    def profile(self, engine: str, source: str, fp16_accumulate: bool = False) -> EngineProfile:
+    def profile(self, engine: str, source: str, fp16_accumulate: bool = False, mma_sync_only: bool = False) -> EngineProfile:
         """One engine's fitted profile (POOLED for the pooled one): the classes it was measured with."""
         lay, v = self.layout, np.exp(self.z)
-        group = engine if engine in self.engines else POOLED
-        classes = self.measured_classes.get(engine, self.classes) if group != POOLED else self.classes
+        group = self.layout.group_of(engine)
+        classes = self.measured_classes.get(engine, self.classes) if group == engine else self.classes
         kernels = tuple(KernelEfficiency(c, float(min(1.0, v[lay.index(group, "eta_m", c)])),
                                          float(min(1.0, v[lay.index(group, "eta_c", c)])))
                         for c in sorted(set(classes) | {"16bit"}, key=lambda c: self.classes.index(c)))
@@ -268,7 +301,8 @@ class EngineFit:
                              attention_efficiency=float(min(1.0, v[lay.index(group, "eta_attn")])),
                              half_rows=float(v[lay.index(group, "half_rows")]),
                              sequence_overhead_s=float(v[lay.index(group, "t_sequence")]),
-                             fp16_accumulate=fp16_accumulate, device_scales=scales, source=source)
+                             fp16_accumulate=fp16_accumulate, mma_sync_only=mma_sync_only, device_scales=scales,
+                             source=source)
 
 
 def fit_engines(f: Features) -> EngineFit:

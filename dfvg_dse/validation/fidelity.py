@@ -21,13 +21,14 @@ from dfvg_dse.specs.measurements import (HEAD_DRAFT_VOCAB, MEDUSA_PUBLISHED_SHAP
 from dfvg_dse.specs.parallel import group_name
 from dfvg_dse.validation.engines import POOLED, EngineFit, features, fit_engines, leave_one_source_out, row_model
 
-# TODO(issue 14): the budgets below are not met yet (docs/engines.md, "Where it stands"): decode and
-# prefill (the XiongjieDai H100 PCIe / L40S llama.cpp rows have no second source of their device
-# classes; HF eager decode rows scatter with their unnamed host CPUs), the 90th percentile, and the
+# TODO(issue 14): two budgets below are not met yet (docs/engines.md, "Where it stands"): the 90th
+# percentile (XiongjieDai's L40S int4 llama.cpp rows with no second source of their device class,
+# HF eager rows that scatter with their unnamed host CPUs, our own host-bound H200 torch rows) and the
 # speculative speedups (Spec-Bench over-predicted, the EAGLE papers and Sequoia under-predicted by the
 # same `hf` profile). Next data: llama.cpp's small-micro-batch tables (PRs #15131, #14262, #7676:
 # 1-512 tokens per forward at batch 1, the regime of tree verification, where p ~ 1 over-prices
-# verifies; `phase = "forward"` rows), then `calibrate --torch-device cuda:0` on a real GPU.
+# verifies; `phase = "forward"` rows), then `calibrate --torch-device cuda:0` on a real GPU with more
+# repeats per shape (the 2026-12-04 rows scatter 1.6x at n <= 64).
 # Budgets of issue 14 ("Must show"), leave-one-source-out
 FORWARD_MEDIAN_BUDGET = 0.10
 FORWARD_P90_BUDGET = 0.25
@@ -42,6 +43,7 @@ class Inputs(NamedTuple):
     models: dict[str, ModelSpec]
     devices: dict[str, DeviceSpec]  # without an engine
     fp16_accumulate: frozenset[str]
+    mma_sync_only: frozenset[str] = frozenset()  # engines whose GEMMs issue only mma.sync (Hopper: half its peak)
 
 
 def fitted_rows(sources: list[MeasurementSource], models: dict[str, ModelSpec]
@@ -55,13 +57,13 @@ def fitted_rows(sources: list[MeasurementSource], models: dict[str, ModelSpec]
 
 def fit(inputs: Inputs) -> tuple[EngineFit, list[ForwardMeasurement]]:
     rows, _ = fitted_rows(inputs.sources, inputs.models)
-    return fit_engines(features(rows, inputs.models, inputs.devices, inputs.fp16_accumulate)), rows
+    return fit_engines(features(rows, inputs.models, inputs.devices, inputs.fp16_accumulate, inputs.mma_sync_only)), rows
 
 
 def forward_report(inputs: Inputs) -> tuple[list[dict], EngineFit]:
     """One record per fitted row: measured and predicted seconds, in-sample and leave-one-source-out."""
     rows, _ = fitted_rows(inputs.sources, inputs.models)
-    f = features(rows, inputs.models, inputs.devices, inputs.fp16_accumulate)
+    f = features(rows, inputs.models, inputs.devices, inputs.fp16_accumulate, inputs.mma_sync_only)
     fitted = fit_engines(f)
     inside, outside = fitted.predict(f), leave_one_source_out(f)
     records = []

@@ -125,6 +125,28 @@ def test_leave_one_source_out_predicts_each_source_from_the_others(catalog):
         np.abs(fit_engines(f).predict(f)[held] / f.measured_s[held] - 1))
 
 
+def test_an_engine_without_rows_borrows_its_kernel_familys_profile_not_the_pool(catalog):
+    # two tuned engines measured with one profile, llama.cpp (family ggml) with a much slower one:
+    # SGLang, tuned but never measured, is priced by its family, not by a pool dragged toward ggml
+    slow = dataclasses.replace(KNOWN, kernels=(KernelEfficiency("16bit", 0.45, 0.25), KernelEfficiency("int4", 0.3, 0.15)),
+                               layer_overhead_s=60e-6)
+    a, times = _synthetic_rows(catalog, KNOWN, "s1", "trtllm")
+    b, _ = _synthetic_rows(catalog, KNOWN, "s2", "vllm")
+    c, _ = _synthetic_rows(catalog, slow, "s3", "llama.cpp")
+    fit = fit_engines(_features(catalog, a + b + c))
+    lay = fit.layout
+    assert lay.parent("vllm") == lay.parent("trtllm") == "family:tuned" and lay.parent("family:tuned") == POOLED
+    assert lay.parent("llama.cpp") == "family:ggml" and lay.parent("hf") == POOLED  # eager engines: no family
+    assert fit.borrowed() == ("gpt-fast", "sglang")  # the tuned engines without rows here
+    as_sglang = _features(catalog, [dataclasses.replace(r, engine="sglang") for r in a])
+    as_unknown = _features(catalog, [dataclasses.replace(r, engine="mlc-llm") for r in a])  # no family: pooled
+    family_error = np.median(np.abs(fit.predict(as_sglang) / times - 1))
+    pooled_error = np.median(np.abs(fit.predict(as_unknown) / times - 1))
+    # the family sits between its engines and the pool (tied to the pool at FAMILY_PRIOR_SCALE): 11% vs 17% here
+    assert family_error < 0.75 * pooled_error
+    assert fit.profile("sglang", "t") != fit.profile(POOLED, "t")
+
+
 def test_eager_rows_never_move_the_graph_engines(catalog):
     # the two-stage fit: the graph engines and the pooled profile are fitted as if the eager rows
     # were not there, and the eager engine recovers its own (host-bound) overheads beside them
@@ -151,7 +173,9 @@ def test_the_shipped_profiles_are_plausible_and_read_back():
         assert all(0 < k.bandwidth_efficiency <= 1 and 0 < k.compute_efficiency <= 1 for k in profile.kernels)
         assert 0 < profile.attention_efficiency <= 1
         assert all(0.1 <= c <= 10 and 0.1 <= b <= 10 for _, c, b in profile.device_scales)
-        assert data["fitted"]["rows"] > 0 and data["fp16_accumulate"]["source"]
+        assert data["fp16_accumulate"]["source"]
+        # fitted to its own rows, or (SGLang) its kernel family's profile, saying so
+        assert data["fitted"]["rows"] > 0 or data["fitted"]["family"] == "tuned" and "kernel family" in profile.source
     assert catalog.engine("llama.cpp").fp16_accumulate and not catalog.engine("trtllm").fp16_accumulate
     # fitted to its own five sources: HF eager pays ~0.5 ms of Python per layer (issue 14's estimate)
     eager = catalog.engine("hf").layer_overhead_s
@@ -240,3 +264,42 @@ def test_an_eager_engine_is_tied_only_loosely_to_the_pooled_profile(catalog):
     with_graph, _ = errors("sglang")
     assert with_eager < alone + 0.05 < with_graph  # measured: 3.3%, 5.2% and 33.9%
     assert np.median(own) < 0.05
+
+
+def test_mma_sync_kernels_reach_half_of_hoppers_peak_and_the_full_peak_elsewhere(catalog):
+    # Hopper's dense tensor rate is twice the A100 SM's clock for clock, through wgmma only (its
+    # whitepaper); llama.cpp's kernels issue mma.sync (a fact of its profile, read from its code)
+    from dfvg_dse.costs.processor import engine_peak_flops_per_s
+
+    plain = catalog.with_engine("roofline")
+    h100, a100, rtx = plain.device("h100-pcie"), plain.device("a100-80gb"), plain.device("rtx-4090")
+    assert h100.mma_sync_fraction == 0.5 and a100.mma_sync_fraction == 1.0 and rtx.mma_sync_fraction == 1.0
+    assert engine_peak_flops_per_s(h100, "fp16", False, True) == pytest.approx(756e12 / 2)  # PB-11133-001_v02: 756 dense
+    assert engine_peak_flops_per_s(h100, "fp16", False, False) == pytest.approx(756e12)
+    assert engine_peak_flops_per_s(a100, "fp16", False, True) == pytest.approx(312e12)
+    assert engine_peak_flops_per_s(rtx, "fp16", True, True) == pytest.approx(330.3e12)  # FP16 accumulate, untouched
+    assert catalog.engine("llama.cpp").mma_sync_only and not catalog.engine("trtllm").mma_sync_only
+    # a group of Hopper GPUs keeps the fraction: each GPU is one
+    assert plain.device("h100-sxm", tensor=4).mma_sync_fraction == 0.5
+    # priced through --engine: a compute-bound prefill of llama.cpp on the H100 pays the half rate
+    model = catalog.model("llama-3.1-8b")
+    full = dataclasses.replace(h100, engine=dataclasses.replace(catalog.engine("llama.cpp"), mma_sync_only=False))
+    half = dataclasses.replace(h100, engine=catalog.engine("llama.cpp"))
+    ratio = float(processor_forward_cost(model, half, 4096, 0).time_s / processor_forward_cost(model, full, 4096, 0).time_s)
+    assert 1.5 < ratio < 2.0  # the GEMMs' time doubles; attention and the fixed costs do not all
+
+
+def test_an_engine_fact_or_a_device_fraction_out_of_range_is_one_line(tmp_path):
+    from dfvg_dse.catalog.engines import engine_document, parse_engine
+    from dfvg_dse.catalog.errors import DataError
+
+    path = tmp_path / "synthetic.toml"
+    document = engine_document(dataclasses.replace(KNOWN, source="test", mma_sync_only=True), "S", {"rows": 1}, "t", "m")
+    assert parse_engine(path, document).mma_sync_only
+    assert not parse_engine(path, {k: v for k, v in document.items() if k != "mma_sync_only"}).mma_sync_only
+    for bad in ({"value": "yes", "source": "x"}, {"value": True}, {"value": True, "source": " "}):
+        with pytest.raises(DataError) as err:
+            parse_engine(path, {**document, "mma_sync_only": bad})
+        assert "mma_sync_only" in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(SpecError, match="mma_sync_fraction"):
+        dataclasses.replace(Catalog.open().device("h100-sxm"), mma_sync_fraction=1.5)
