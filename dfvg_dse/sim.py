@@ -215,7 +215,9 @@ def _stage_times(config: DecodeConfig, tokens: np.ndarray, widths: np.ndarray, p
     """Per round of a chunk: draft time, verify time, link time and link energy (from costs/)."""
     system, b, n = config.system, config.batch, len(tokens)
     nodes = widths.sum(axis=1)
-    d = np.broadcast_to(tree_draft_time_s(config.draft, system.draft, widths, config.context, b)[0], (n,))
+    # a head's first step re-reads the tokens the previous round accepted: this round's, in the mean
+    d = np.broadcast_to(tree_draft_time_s(config.draft, system.draft, widths, config.context, b,
+                                          np.mean(tokens))[0], (n,))
     v = np.broadcast_to(tree_verify_cost(config.target, system.verify, nodes, pairs, config.context, b,
                                          config.attention_efficiency).time_s, (n,))
     down_b, up_b = round_link_bytes(np.broadcast_to(nodes, (n,)), tokens, config.record_bytes, b,

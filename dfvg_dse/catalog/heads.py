@@ -16,7 +16,8 @@ from dfvg_dse.catalog._io import NAME_RE, read_json, read_provenance, read_strin
 from dfvg_dse.catalog.errors import _MISSING, CatalogError, DataError, UnknownNameError
 from dfvg_dse.catalog.models import model_spec_from_hf_config
 from dfvg_dse.specs import InputError, ModelSpec, SpecError
-from dfvg_dse.specs.drafter import FC_BIAS_DEFAULT, FEATURE_LAYERS_DEFAULT, HEAD_KINDS, LOOKUP_KINDS, HeadSpec, LookupSpec
+from dfvg_dse.specs.drafter import (FC_BIAS_DEFAULT, FEATURE_LAYERS_DEFAULT, HEAD_KINDS, LOOKUP_KINDS, LOOKUP_PARAMS,
+                                    HeadSpec, LookupSpec)
 
 HEAD_FIELDS = ("name", "display_name", "source", "tag", "notes", "drafter", "config")
 # [drafter] key -> (HeadSpec field, type); kind and target are required
@@ -25,7 +26,9 @@ DRAFTER_KEYS = {"kind": ("kind", str), "target": ("target", str), "feature_layer
                 "medusa_num_layers": ("medusa_layers", int)}
 NEEDS_CONFIG = ("eagle", "eagle3")
 LOOKUP_FIELDS = ("name", "display_name", "source", "tag", "notes", "drafter", "cost")
-LOOKUP_DRAFTER_KEYS = {"kind": str, "min_ngram": int, "max_ngram": int}
+# [drafter] keys of each lookup kind (LOOKUP_PARAMS) and their types
+LOOKUP_PARAM_TYPES = {"min_ngram": int, "max_ngram": int, "max_tree_depth": int, "max_spec_factor": float,
+                      "min_token_prob": float}
 LOOKUP_COST_KEYS = ("lookup_s_per_round", "lookup_s_per_context_token", "source")
 
 
@@ -125,16 +128,18 @@ def _typed_table(path: Path, data: dict, table: str, keys: dict) -> dict:
 
 
 def parse_lookup(path: Path, data: dict) -> LookupEntry:
-    """A LookupSpec from one models/lookups/ file: [drafter] (kind, n-gram sizes) and [cost]."""
+    """A LookupSpec from one models/lookups/ file: [drafter] (kind and its parameters) and [cost]."""
     source, tag = read_provenance(path, data, LOOKUP_FIELDS, "lookup drafter")
     if data.get("name") != path.stem:
         raise DataError(path, "name", data.get("name", _MISSING), f"must equal the file name '{path.stem}'")
-    drafter = _typed_table(path, data, "drafter", LOOKUP_DRAFTER_KEYS)
+    kind = data.get("drafter", {}).get("kind", _MISSING) if isinstance(data.get("drafter"), dict) else _MISSING
+    if kind not in LOOKUP_KINDS:
+        raise DataError(path, "drafter.kind", kind, f"allowed: {', '.join(LOOKUP_KINDS)}")
+    drafter = _typed_table(path, data, "drafter", {"kind": str} | {k: LOOKUP_PARAM_TYPES[k] for k in LOOKUP_PARAMS[kind]})
     cost = _typed_table(path, data, "cost", dict.fromkeys(LOOKUP_COST_KEYS[:2], float) | {"source": str})
-    if drafter["kind"] not in LOOKUP_KINDS:
-        raise DataError(path, "drafter.kind", drafter["kind"], f"allowed: {', '.join(LOOKUP_KINDS)}")
+    params = {k: (float(v) if LOOKUP_PARAM_TYPES[k] is float else v) for k, v in drafter.items() if k != "kind"}
     try:
-        spec = LookupSpec(name=data["name"], min_ngram=drafter["min_ngram"], max_ngram=drafter["max_ngram"],
+        spec = LookupSpec(name=data["name"], **params,
                           lookup_s_per_round=float(cost["lookup_s_per_round"]),
                           lookup_s_per_context_token=float(cost["lookup_s_per_context_token"]),
                           cost_source=cost["source"], kind=drafter["kind"],

@@ -101,7 +101,7 @@ def _engine_export(design: dict, fmt: str, support, pricer: _Pricer, options_fil
                 "options_file": options_file}
     # the drafter as the run's space has it (a --trial design carries no kind of its own)
     lookup = catalog_of(pricer.ctx).lookup_entry(space.draft.name).spec if space.draft.drafts_by_lookup else None
-    sizes = {"lookup": {"min_ngram": lookup.min_ngram, "max_ngram": lookup.max_ngram}} if lookup else {}
+    sizes = {"lookup": lookup.params} if lookup else {}
     return engine_config({**design, "drafter": kind or "lm", **sizes}, fmt, support, record, settings)
 
 

@@ -101,9 +101,17 @@ def models_lookups(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         emit_json(records)
         return
-    emit_table([[r["name"], r["kind"], f"{r['min_ngram']}..{r['max_ngram']}", f"{r['lookup_us_per_round']:.1f}",
+    emit_table([[r["name"], r["kind"], _matching(r), f"{r['lookup_us_per_round']:.1f}",
                  f"{r['lookup_ns_per_context_token']:.1f}", r["tag"]] for r in records],
-               ["name", "kind", "n-gram", "us per round", "ns per context token", "tag"])
+               ["name", "kind", "matches", "us per round", "ns per context token", "tag"])
+
+
+def _matching(record: dict) -> str:
+    """What a lookup matches, in a few words: its n-gram sizes, or its suffix tree."""
+    if record["kind"] == "ngram":
+        return f"n-grams of {record['min_ngram']}..{record['max_ngram']}"
+    return (f"suffix tree {record['max_tree_depth']} deep, <= {record['max_spec_factor']:g} x match, "
+            f"p >= {record['min_token_prob']:g}")
 
 
 def _show_head(record: dict, as_json: bool) -> None:

@@ -20,12 +20,24 @@ from dfvg_dse.costs.roofline import ForwardCost
 from dfvg_dse.specs import DeviceSpec, ModelSpec
 
 
-def tree_draft_time_s(model: ModelSpec, device: DeviceSpec, widths, context: int, batch: int = 1):
-    """Draft time of rounds with level widths `widths` (..., levels); returns (seconds, bound of step 0)."""
+def rereads_accepted_tokens(model: ModelSpec) -> bool:
+    """A feature head (EAGLE, EAGLE-3, an MTP module) starts each round with one forward over the
+    tokens the last verification accepted, whose target features it now has (EAGLE's draft step re-runs
+    them); a draft model has cached its own accepted drafts, and Medusa reads one hidden state."""
+    return bool(model.feature_bytes_per_token) and not model.drafts_in_one_pass
+
+
+def tree_draft_time_s(model: ModelSpec, device: DeviceSpec, widths, context: int, batch: int = 1,
+                      accepted_tokens=1.0):
+    """Draft time of rounds with level widths `widths` (..., levels); returns (seconds, bound of step 0).
+    `accepted_tokens` (per round, broadcast over the leading axes): the first step's rows for a head
+    that re-reads them (rereads_accepted_tokens); one row for any other drafter."""
     widths = np.atleast_1d(np.asarray(widths, dtype=float))
     if widths.shape[-1] == 0:
         return np.zeros(widths.shape[:-1]), np.array("memory")
-    frontier = np.concatenate([np.ones(widths.shape[:-1] + (1,)), widths[..., :-1]], axis=-1)  # w_0 .. w_{D-1}
+    first = np.broadcast_to(np.asarray(accepted_tokens if rereads_accepted_tokens(model) else 1.0, dtype=float),
+                            widths.shape[:-1])[..., None]
+    frontier = np.concatenate([first, widths[..., :-1]], axis=-1)  # w_0 .. w_{D-1}
     live = widths > 0  # step i drafts level i + 1: it runs only if that level has nodes (rows may be padded)
     if model.drafts_by_lookup:  # the host CPU searches each sequence's context once a round; no forward
         seconds = batch * (model.lookup_s_per_round + model.lookup_s_per_context_token * np.asarray(context, float))

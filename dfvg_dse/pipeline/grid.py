@@ -221,7 +221,7 @@ def evaluate_points(space: SearchSpace, shapes: list[Shape], drafts: list[Device
         s, k = shape_idx[m], schedule_idx[m]
         widths, f, pairs, h = widths_all[s], f_all[s], pairs_all[s], hit_all[s]
         nodes = widths.sum(axis=1)
-        d = tree_draft_time_s(space.draft, drafter, widths, space.context, b)[0]
+        d = tree_draft_time_s(space.draft, drafter, widths, space.context, b, f)[0]
         v = tree_verify_cost(space.target, verifier, nodes, pairs, space.context, b).time_s
         t_ar = float(processor_forward_cost(space.target, verifier, 1, space.context, b).time_s)
         link = None if same else space.link_for(drafter)

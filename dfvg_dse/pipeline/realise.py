@@ -104,6 +104,8 @@ def realise_and_price(space, tree: TreeSpec, batch: int, verify_device: str, sup
     """The realised design of a searched tree and batch on `verify_device` of a SearchSpace (whose
     GPUs are priced by the release's cost profile), and its Estimate."""
     verifier = next(d for d in space.verify_devices if d.name == verify_device)
+    if space.draft.drafts_by_lookup:  # a lookup has no weights, so no dtype to change
+        draft_dtype = target_dtype
     realised = realise(tree, batch, support, space.acceptance, target_dtype, draft_dtype)
     config = realised_config(space.target, space.draft, space.acceptance, verifier, realised, space.context,
                              space.sync_s, space.record_bytes)

@@ -124,7 +124,7 @@ def stage_times(config: DecodeConfig, shape: RoundShape) -> StageTimes:
                           str(ar.bound_name))
     nodes = shape.sample_widths.sum(axis=1)
     d, d_bound = tree_draft_time_s(config.draft, config.system.draft, shape.sample_widths, config.context,
-                                   config.batch)
+                                   config.batch, shape.expected_tokens)
     v = tree_verify_cost(config.target, config.system.verify, nodes, shape.sample_pairs, config.context, config.batch,
                          config.attention_efficiency)
     down, up = round_link_bytes(nodes, shape.expected_tokens, config.record_bytes, config.batch,

@@ -14,6 +14,8 @@ import json
 import re
 import shlex
 
+from dfvg_dse.specs.model import LOOKUP_KINDS
+
 FORMATS = ("json", "vllm", "sglang", "hf", "trtllm")
 PROMPT = "def fibonacci(n):"  # the transformers snippet's example prompt
 
@@ -57,8 +59,13 @@ def lookup_limits(engine: str, lookup: dict | None) -> list[str]:
                        "only this sequence's last n-gram: priced with the lookup's acceptance profile",
              "trtllm": "TensorRT-LLM's NGram keeps a pool of pattern matches shared by the requests "
                        "(is_public_pool): priced with the lookup's acceptance profile"}
+    if lookup.get("kind") == "suffix":
+        notes = {"vllm": "vLLM's suffix proposer also keeps a global tree of past requests' outputs "
+                         "(suffix_decoding_max_cached_requests, 10000 by default) and drafts a chain of its own "
+                         "length each round, up to num_speculative_tokens: priced as the chain with the lookup's "
+                         "acceptance profile"}
     out = [notes[engine]] if engine in notes else []
-    if engine == "hf" and lookup["min_ngram"] > 1:
+    if engine == "hf" and lookup.get("kind") == "ngram" and lookup["min_ngram"] > 1:
         out.append(f"transformers matches the last {lookup['max_ngram']} down to 1 token: the lookup's "
                    f"min_ngram {lookup['min_ngram']} becomes 1")
     return out
@@ -77,8 +84,11 @@ def engine_dtype(target_dtype: str) -> str:
 def _vllm(names: dict, settings: dict, realised: dict) -> dict:
     spec = {"method": names["method"] or "draft_model", **({"model": names["draft"]} if names["draft"] else {}),
             "num_speculative_tokens": realised["depth"]}
-    if names["lookup"]:  # vLLM's ngram proposer: the longest match of min..max tokens, its earliest occurrence
-        spec |= {"prompt_lookup_min": names["lookup"]["min_ngram"], "prompt_lookup_max": names["lookup"]["max_ngram"]}
+    lookup = names["lookup"] or {}
+    if lookup.get("kind") == "ngram":  # vLLM's ngram proposer: the longest match of min..max tokens, its earliest occurrence
+        spec |= {"prompt_lookup_min": lookup["min_ngram"], "prompt_lookup_max": lookup["max_ngram"]}
+    if lookup.get("kind") == "suffix":  # vLLM's suffix proposer (Arctic Inference's trees): its suffix_decoding_* fields
+        spec |= {f"suffix_decoding_{key}": lookup[key] for key in ("max_tree_depth", "max_spec_factor", "min_token_prob")}
     kwargs = {"model": names["target"], "dtype": settings["dtype"], "max_model_len": settings["max_len"],
               "max_num_seqs": realised["batch"], "tensor_parallel_size": settings["tensor_parallel"],
               "speculative_config": spec}
@@ -218,7 +228,7 @@ def engine_config(design: dict, fmt: str, support=None, realised: dict | None = 
     kind = design.get("drafter", "lm")  # a draft model, a draft head's kind or a lookup's (issue 18)
     # an MTP module is the target's own (the engines load it from the target's checkpoint); a lookup has none
     names = {"target": hf_repo(design["target_source"]),
-             "draft": None if kind in ("mtp", "ngram") else hf_repo(design["draft_source"]),
+             "draft": None if kind == "mtp" or kind in LOOKUP_KINDS else hf_repo(design["draft_source"]),
              "method": None if kind == "lm" else support.head_method(kind), "lookup": design.get("lookup")}
     artefacts = WRITERS[fmt](names, settings, realised)
     return {"engine": fmt, "engine_version": support.version, "display_name": support.display_name,

@@ -146,12 +146,13 @@ def head_record(entry) -> dict:
 
 
 def lookup_record(entry) -> dict:
-    """A lookup drafter (catalog LookupEntry) as a dict: the n-gram sizes it matches and its host-CPU
-    seconds a round (costs/stages.py prices batch x (per round + per context token x context))."""
+    """A lookup drafter (catalog LookupEntry) as a dict: its kind's parameters (the n-gram sizes it
+    matches; a suffix tree's depth, spec factor and probability floor) and its host-CPU seconds a
+    round (costs/stages.py prices batch x (per round + per context token x context))."""
     spec = entry.spec
-    return {"name": spec.name, "display_name": spec.display_name, "kind": spec.kind, "path": str(entry.path),
-            "source": spec.source, "tag": entry.tag, "params": 0, "min_ngram": spec.min_ngram,
-            "max_ngram": spec.max_ngram, "lookup_us_per_round": spec.lookup_s_per_round * 1e6,
+    return {"name": spec.name, "display_name": spec.display_name, "path": str(entry.path),
+            "source": spec.source, "tag": entry.tag, "params": 0, **spec.params,
+            "lookup_us_per_round": spec.lookup_s_per_round * 1e6,
             "lookup_ns_per_context_token": spec.lookup_s_per_context_token * 1e9, "cost_source": spec.cost_source}
 
 

@@ -298,8 +298,9 @@ def draft_depth_reason(draft, depth: int) -> str:
     drafts one position per head."""
     limit = getattr(draft, "max_draft_depth", 0)
     if limit and depth > limit:
-        return (f"the tree is {depth} levels deep; {draft.name} drafts at most {limit} positions a round "
-                "(one per Medusa head)")
+        why = ("one per Medusa head" if getattr(draft, "drafts_in_one_pass", False)
+               else "its suffix tree's depth less the one token it must match")
+        return f"the tree is {depth} levels deep; {draft.name} drafts at most {limit} positions a round ({why})"
     return ""
 
 

@@ -11,7 +11,7 @@ target's hidden states instead of running a language model of their own.
 - `mtp`: the target's own multi-token-prediction module (DeepSeek-V3: one decoder layer of the target's
   kind, eh_proj of [embedding; hidden] 2d -> d, two norms; embedding and head shared with the target).
 
-Standalone draft models (`lm`) are ModelSpecs; model-free lookup (`ngram`) has no weights.
+Standalone draft models (`lm`) are ModelSpecs; model-free lookups (`ngram`, `suffix`) have no weights.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ import math
 from dataclasses import dataclass
 
 from dfvg_dse.specs.hardware import SpecError, _require_choice
-from dfvg_dse.specs.model import ModelSpec
+from dfvg_dse.specs.model import LOOKUP_KINDS, ModelSpec
 
 HEAD_KINDS = ("eagle", "eagle3", "medusa", "mtp")
-DRAFTER_KINDS = ("lm", *HEAD_KINDS, "ngram")
+DRAFTER_KINDS = ("lm", *HEAD_KINDS, *LOOKUP_KINDS)
 # what a kind reads from the target per drafted position, in hidden states of d values
 FEATURE_LAYERS_DEFAULT = {"eagle": 1, "eagle3": 3, "medusa": 1, "mtp": 1}
 FC_BIAS_DEFAULT = {"eagle": True, "eagle3": False, "medusa": True, "mtp": False}
@@ -125,39 +125,73 @@ class HeadSpec:
             embedding_rows=None if rows == vocab else rows, shared_params=shared, max_draft_depth=depth)
 
 
-LOOKUP_KINDS = ("ngram",)
+# each lookup kind's parameters (the rest stay 0): n-gram sizes; suffix decoding's tree depth, the
+# speculation length per matched token and the probability floor (vLLM's suffix_decoding_* fields)
+LOOKUP_PARAMS = {"ngram": ("min_ngram", "max_ngram"),
+                 "suffix": ("max_tree_depth", "max_spec_factor", "min_token_prob")}
 
 
 @dataclass(frozen=True)
 class LookupSpec:
-    """A model-free drafter: prompt lookup / n-gram matching (Saxena's prompt-lookup decoding; vLLM
-    `ngram`, SGLang NGRAM, transformers' prompt_lookup_num_tokens). Each round it finds the last n
-    tokens (n from `max_ngram` down to `min_ngram`) earlier in the sequence and proposes the tokens
-    that followed them: one continuation, a chain. It runs on the host CPU beside the verifier, in
-    `lookup_s_per_round` + `lookup_s_per_context_token` x context seconds per sequence (`cost_source`)."""
+    """A model-free drafter, found on the host CPU beside the verifier in `lookup_s_per_round` +
+    `lookup_s_per_context_token` x context seconds per sequence (`cost_source`); one continuation, a
+    chain, each round.
+
+    - `ngram`: prompt lookup (Saxena's prompt-lookup decoding; vLLM `ngram`, SGLang NGRAM,
+      transformers' prompt_lookup_num_tokens): the tokens that followed the last n tokens earlier in
+      the sequence, n from `max_ngram` down to `min_ngram`.
+    - `suffix`: suffix decoding (Oliaro et al., arXiv 2411.04975; vLLM `suffix`): the most frequent
+      continuation in a suffix tree of the request's text cut at `max_tree_depth` tokens, up to
+      `max_spec_factor` x the matched length tokens while its estimated probability stays at or
+      above `min_token_prob` (reference/lookup.py SuffixTrie); so at most max_tree_depth - 1 a round."""
 
     name: str
-    min_ngram: int
-    max_ngram: int
     lookup_s_per_round: float
     lookup_s_per_context_token: float
     cost_source: str
     kind: str = "ngram"
+    min_ngram: int = 0
+    max_ngram: int = 0
+    max_tree_depth: int = 0
+    max_spec_factor: float = 0.0
+    min_token_prob: float = 0.0
     display_name: str = ""
     source: str = ""
 
     def __post_init__(self) -> None:
         _require_choice(self, "kind", LOOKUP_KINDS)
-        for field in ("min_ngram", "max_ngram"):
+        mine = LOOKUP_PARAMS[self.kind]
+        for field in (f for params in LOOKUP_PARAMS.values() for f in params if f not in mine):
+            if getattr(self, field):
+                raise SpecError(field, getattr(self, field), f"not a parameter of a {self.kind} lookup ({', '.join(mine)})")
+        for field in ("min_ngram", "max_ngram", "max_tree_depth"):
             value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if field in mine and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise SpecError(field, value, "must be an integer >= 1")
-        if self.min_ngram > self.max_ngram:
+        if self.kind == "ngram" and self.min_ngram > self.max_ngram:
             raise SpecError("min_ngram", self.min_ngram, f"must be <= max_ngram ({self.max_ngram})")
+        if self.kind == "suffix":
+            if self.max_tree_depth < 2:
+                raise SpecError("max_tree_depth", self.max_tree_depth, "must be >= 2 (a match and a continuation)")
+            if isinstance(self.max_spec_factor, bool) or not 0 < self.max_spec_factor < math.inf:
+                raise SpecError("max_spec_factor", self.max_spec_factor, "must be a finite number > 0")
+            if isinstance(self.min_token_prob, bool) or not 0 <= self.min_token_prob <= 1:
+                raise SpecError("min_token_prob", self.min_token_prob, "must be a probability in [0, 1]")
         for field in ("lookup_s_per_round", "lookup_s_per_context_token"):
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
                 raise SpecError(field, value, "must be a finite number of seconds >= 0")
+
+    @property
+    def params(self) -> dict:
+        """The kind and its parameters, as the exports and `models lookups` name them."""
+        return {"kind": self.kind, **{f: getattr(self, f) for f in LOOKUP_PARAMS[self.kind]}}
+
+    @property
+    def max_draft_depth(self) -> int:
+        """Positions a round can draft at most (0: no limit of its own): a suffix tree's depth less
+        the one token a match needs."""
+        return self.max_tree_depth - 1 if self.kind == "suffix" else 0
 
     def as_model(self, target: ModelSpec) -> ModelSpec:
         """The lookup as the cost model prices a draft for `target`: no layer, no weights, no cache;
@@ -165,5 +199,6 @@ class LookupSpec:
         return dataclasses.replace(
             target, name=self.name, display_name=self.display_name or self.name, source=self.source,
             head_kind=self.kind, n_layers=0, moe=None, mla=None, mtp_layers=0, sliding_layers=0, sliding_window=0,
-            extra_matmul_params=0, feature_bytes_per_token=0, embedding_rows=0, shared_params=0, max_draft_depth=0,
+            extra_matmul_params=0, feature_bytes_per_token=0, embedding_rows=0, shared_params=0,
+            max_draft_depth=self.max_draft_depth,
             lookup_s_per_round=self.lookup_s_per_round, lookup_s_per_context_token=self.lookup_s_per_context_token)

@@ -18,8 +18,10 @@ from dfvg_dse.units import DTYPE_BYTES, DTYPE_COMPUTE
 
 FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "opt", "mixtral", "qwen3_moe", "deepseek_v3", "gpt_oss")
 NORMS = ("rms", "layer")
+# model-free lookup drafters (specs/drafter.py LookupSpec): n-gram / prompt lookup, suffix decoding
+LOOKUP_KINDS = ("ngram", "suffix")
 # drafter kinds with no decoder layer: Medusa's residual heads, model-free lookup
-LAYERLESS_KINDS = ("medusa", "ngram")
+LAYERLESS_KINDS = ("medusa", *LOOKUP_KINDS)
 MAX_ROUTING_SKEW = 4.0
 
 
@@ -164,7 +166,7 @@ class ModelSpec:
     shared_params: int = 0
     # positions one round can draft past the root (Medusa: one per head); 0: no limit
     max_draft_depth: int = 0
-    # a model-free lookup drafter (head_kind "ngram", specs/drafter.py LookupSpec): host-CPU seconds
+    # a model-free lookup drafter (head_kind in LOOKUP_KINDS, specs/drafter.py LookupSpec): host-CPU seconds
     # one sequence's lookup takes a round, fixed and per token of context it searches
     lookup_s_per_round: float = 0.0
     lookup_s_per_context_token: float = 0.0
@@ -224,9 +226,9 @@ class ModelSpec:
 
     @property
     def drafts_by_lookup(self) -> bool:
-        """A model-free lookup (n-gram / prompt lookup): no weights, one continuation (a chain) a round,
-        found on the host CPU beside the verifier."""
-        return self.head_kind == "ngram"
+        """A model-free lookup (n-gram / prompt lookup, suffix decoding): no weights, one continuation
+        (a chain) a round, found on the host CPU beside the verifier."""
+        return self.head_kind in LOOKUP_KINDS
 
     @property
     def weight_bytes_per_param(self) -> float:

@@ -144,7 +144,7 @@ def _drafting_s(row: SpeculativeResult, target: ModelSpec, draft: ModelSpec | No
         return 0.0
     drafter = head_model(target, row.method) if kind == "head" else draft.with_dtypes(row.dtype)
     widths = [1] * row.tree_depth if row.tree_tokens == row.tree_depth else _levels(row.tree_tokens, row.tree_depth)
-    return float(tree_draft_time_s(drafter, device, widths, context, row.batch)[0])
+    return float(tree_draft_time_s(drafter, device, widths, context, row.batch, row.mean_accepted_tokens)[0])
 
 
 def speculative_report(inputs: Inputs, profiles: dict[str, EngineProfile]) -> list[dict]:

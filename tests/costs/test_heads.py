@@ -176,6 +176,29 @@ def test_medusa_drafts_a_round_in_one_forward(catalog):
     assert medusa.max_draft_depth == 5 and eagle.max_draft_depth == 0
 
 
+def test_a_feature_head_starts_each_round_over_the_tokens_it_accepted(catalog):
+    """EAGLE's first draft step runs the tokens the last verification accepted (their target features
+    arrive with the verdict): a forward of tau rows, then one per level; a draft model has cached its own
+    accepted drafts and Medusa reads one hidden state, so theirs stay one row (docs/cost-model.md)."""
+    from dfvg_dse.costs.forward import device_forward_cost
+    from dfvg_dse.costs.stages import rereads_accepted_tokens, tree_draft_time_s
+    import numpy as np
+    for device in (catalog.device("rtx-4090"), catalog.device("v80")):
+        eagle = catalog.head("eagle3-qwen3-8b").as_model()
+        widths = np.array([1.0, 2.0, 2.0])
+        priced = float(tree_draft_time_s(eagle, device, widths, 512, 1, 4.0)[0])
+        by_hand = sum(float(device_forward_cost(eagle, device, rows, 512 + i, 1).time_s)
+                      for i, rows in enumerate([4.0, 1.0, 2.0])) + device.draft_round_overhead_s
+        assert priced == pytest.approx(by_hand, rel=1e-12)
+        assert priced >= float(tree_draft_time_s(eagle, device, widths, 512, 1, 1.0)[0])
+    assert rereads_accepted_tokens(catalog.head("deepseek-v3-mtp").as_model())
+    for other in (catalog.model("qwen3-0.6b"), catalog.head("medusa-vicuna-7b").as_model()):
+        assert not rereads_accepted_tokens(other)
+        gpu = catalog.device("rtx-4090")
+        assert float(tree_draft_time_s(other, gpu, [1.0, 2.0], 512, 1, 4.0)[0]) == \
+            float(tree_draft_time_s(other, gpu, [1.0, 2.0], 512, 1, 1.0)[0])
+
+
 def test_medusa_from_the_command_line(run):
     """Medusa is estimated on the GPU beside Vicuna (its optimal tree capped at its five heads), and
     refuses in one line a deeper tree or a dynamic rule (nothing to steer level by level)."""

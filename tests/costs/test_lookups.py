@@ -124,7 +124,7 @@ def test_compare_places_a_lookup_on_the_verifiers_host_only(run):
     (("min_ngram = 1", "min_ngram = 0"), "drafter.min_ngram' = 0: must be an integer >= 1"),
     (("min_ngram = 1", "min_ngram = 4"), "drafter.min_ngram' = 4: must be <= max_ngram (3)"),
     (("max_ngram = 3", "max_ngram = \"3\""), "drafter.max_ngram' = '3': must be an integer"),
-    (("kind = \"ngram\"", "kind = \"suffix\""), "drafter.kind' = 'suffix': allowed: ngram"),
+    (("kind = \"ngram\"", "kind = \"trie\""), "drafter.kind' = 'trie': allowed: ngram, suffix"),
     (("[drafter]", "[drafter]\nlayers = 2"), "drafter.layers' = 2: unknown key"),
     (("lookup_s_per_round = ", "lookup_s_per_round = -1.0 # "), "cost.lookup_s_per_round' = -1: must be a finite"),
     (("lookup_s_per_context_token = ", "lookup_s_per_context_token = nan # "), "cost.lookup_s_per_context_token"),

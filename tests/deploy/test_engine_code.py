@@ -247,3 +247,37 @@ def test_sglang_resolves_an_ngram_launch_command(lookup_exports, tiny):
     # SGLang's draft-token count includes the root; breadth 1 makes its trie walk a chain.
     assert view.speculative_num_draft_tokens == realised["depth"] + 1
     assert view.speculative_eagle_topk == 1
+
+
+def test_vllm_builds_a_suffix_config_from_a_suffix_lookup_export(tmp_path, tiny, monkeypatch):
+    """vLLM's own SpeculativeConfig (its suffix validation included) takes the exported suffix-decoding
+    fields; arctic-inference, which vLLM imports only to run the proposer, is not installed here."""
+    import json
+    from click.testing import CliRunner
+    from dfvg_dse.cli import cli
+
+    monkeypatch.setenv("VLLM_TARGET_DEVICE", "cpu")
+    pytest.importorskip("vllm")
+    import vllm.config.speculative as speculative_module
+    from vllm.config import ParallelConfig
+    from vllm.engine.arg_utils import EngineArgs
+
+    runner = CliRunner()
+    assert runner.invoke(cli, ["search", "--target", "qwen3-8b", "--draft", "suffix-decoding", "--acceptance", "0.6",
+                               "--results-dir", str(tmp_path), "--run-id", "s"]).exit_code == 0
+    export = json.loads(runner.invoke(cli, ["export", str(tmp_path / "s"), "--format", "vllm", "--json"]).stdout)
+    monkeypatch.setattr(speculative_module, "has_arctic_inference", lambda: True)
+    kwargs = {k: tiny.get(v, v) for k, v in export["llm_kwargs"].items() if k != "speculative_config"}
+    engine_args = EngineArgs(**kwargs, speculative_config=dict(export["llm_kwargs"]["speculative_config"]))
+    engine_args.skip_tokenizer_init = True
+    speculative = engine_args.create_speculative_config(engine_args.create_model_config(), ParallelConfig())
+    lookup = Catalog.open().lookup_entry("suffix-decoding").spec
+    assert speculative.method == "suffix" and speculative.num_speculative_tokens == export["realised"]["depth"]
+    assert (speculative.suffix_decoding_max_tree_depth, speculative.suffix_decoding_max_spec_factor,
+            speculative.suffix_decoding_min_token_prob) == (lookup.max_tree_depth, lookup.max_spec_factor,
+                                                            lookup.min_token_prob)
+    # the shipped parameters are vLLM's own defaults
+    defaults = speculative_module.SpeculativeConfig.__dataclass_fields__
+    assert defaults["suffix_decoding_max_tree_depth"].default == lookup.max_tree_depth
+    assert defaults["suffix_decoding_max_spec_factor"].default == lookup.max_spec_factor
+    assert defaults["suffix_decoding_min_token_prob"].default == lookup.min_token_prob

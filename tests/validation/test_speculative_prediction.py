@@ -46,7 +46,7 @@ def test_a_head_drafts_one_layer_per_level_and_a_model_its_whole_depth(setting):
     ar, verify = _stages(target, device, 8)
     head = head_model(target, "eagle2")
     assert head.n_layers == 1 and head.vocab_size == target.vocab_size
-    drafting = float(tree_draft_time_s(head, device, [2, 2, 2, 2], 256, 1)[0])
+    drafting = float(tree_draft_time_s(head, device, [2, 2, 2, 2], 256, 1, 2.0)[0])  # re-reads the row's tau 2.0
     row = _row("eagle2", tokens=8, depth=4)
     assert speculative_prediction(row, catalog.model("vicuna-7b"), None, device) == pytest.approx(
         2.0 * ar / (drafting + verify))
