@@ -119,6 +119,19 @@ def _run(runtime: TwoStageRuntime, job: Job) -> RunResult:
         raise StageFailure(str(error)) from None
 
 
+# Which engine runs each stage's forwards (issue 19): generate, bench, calibrate and validate alike
+BACKEND_OPTIONS = [
+    click.option("--backend", type=click.Choice(BACKENDS), default="numpy", show_default=True,
+                 help="Engine of both stages' forwards: numpy (float32, the parity reference) or torch."),
+    click.option("--dtype", type=click.Choice(sorted({d for v in BACKEND_DTYPES.values() for d in v})),
+                 default="float32", show_default=True, help="Weights and activations (bfloat16: --backend torch)."),
+    click.option("--torch-device", default="cpu", show_default=True, help="--backend torch: cpu, cuda or cuda:N."),
+    click.option("--draft-backend", type=click.Choice(BACKENDS),
+                 help="The draft's engine when it differs from the target's (numpy: float32 on the CPU) "
+                      "[default: --backend]."),
+]
+
+
 def _decoding_options(command):
     """Options shared by generate and bench: how tokens are sampled, drafted and moved."""
     options = [
@@ -131,16 +144,16 @@ def _decoding_options(command):
         click.option("--seed", type=SEED, default=0, show_default=True),
         click.option("--link", "link_name", help="Emulate this hwdb link's latency and bandwidth [default: none]."),
         click.option("--no-pin", is_flag=True, help="Do not pin the two stage processes to separate cores."),
-        click.option("--backend", type=click.Choice(BACKENDS), default="numpy", show_default=True,
-                     help="Engine of both stages' forwards: numpy (float32, the parity reference) or torch."),
-        click.option("--dtype", type=click.Choice(sorted({d for v in BACKEND_DTYPES.values() for d in v})),
-                     default="float32", show_default=True, help="Weights and activations (bfloat16: --backend torch)."),
-        click.option("--torch-device", default="cpu", show_default=True, help="--backend torch: cpu, cuda or cuda:N."),
-        click.option("--draft-backend", type=click.Choice(BACKENDS),
-                     help="The draft's engine when it differs from the target's (numpy: float32 on the CPU) "
-                          "[default: --backend]."),
+        *BACKEND_OPTIONS,
     ]
     for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def backend_options(command):
+    """--backend, --dtype, --torch-device and --draft-backend (BACKEND_OPTIONS) on a command."""
+    for option in reversed(BACKEND_OPTIONS):
         command = option(command)
     return command
 

@@ -11,7 +11,8 @@ import click
 from dfvg_dse.catalog.hwdocs import core_document, link_document
 from dfvg_dse.catalog.lookup import write_toml_atomic
 from dfvg_dse.cli._base import FiniteFloatRange, catalog_of, cli, emit_json, emit_table, emit_warnings, progress_line
-from dfvg_dse.cli.reference import _load_pair
+from dfvg_dse.cli.reference import _load_pair, backend_options
+from dfvg_dse.specs.backend import stage_backends
 from dfvg_dse.catalog.profiles import profile_document, trace_lines
 from dfvg_dse.export import write_json, write_jsonl, write_markdown_table, write_plot, write_records
 from dfvg_dse.files import check_output_folder
@@ -36,11 +37,22 @@ def _prompts(ctx, text, split: str, count: int) -> list[tuple[int, ...]]:
     return [tuple(text.encode(p["text"])) for p in catalog_of(ctx).read_reference_prompts(None, split)[:count]]
 
 
-def _calibrate(ctx, quick: bool, count: int, progress):
-    target, draft, text = _load_pair(ctx, "builtin:tiny", None)
+PAIRS = ("builtin:tiny", "builtin:small")  # the shipped trained pairs (models/reference/)
+
+
+def _pair_option(command):
+    return click.option("--target", "pair", type=click.Choice(PAIRS), default="builtin:tiny", show_default=True,
+                        help="The shipped pair decoded (builtin:small: sized for --backend torch --dtype bfloat16, "
+                             "where speculation pays; docs/validation.md).")(command)
+
+
+def _calibrate(ctx, quick: bool, count: int, progress, pair: str = "builtin:tiny", backends=None):
+    """Load the pair on its backends (numpy float32 unless `backends` = (target's, draft's)) and calibrate."""
+    target, draft, text = _load_pair(ctx, pair, None, *(backends or ()))
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     specs = {"target": target.config.spec, "draft": draft.config.spec}
-    result = calibrate(target, draft, specs, _prompts(ctx, text, "calibration", count), quick, stamp, progress)
+    dtype = backends[0].dtype if backends else "float32"
+    result = calibrate(target, draft, specs, _prompts(ctx, text, "calibration", count), quick, stamp, progress, dtype)
     return target, draft, text, specs, result, stamp
 
 
@@ -137,11 +149,16 @@ def _emit_issues(issues) -> None:
                                      "cpu) and fit its hwdb entry and engine profile (docs/engines.md).")
 @click.option("--model", "model_name", default="llama-3.1-8b", show_default=True, help="--torch-device: the model.")
 @click.option("--dtype", type=click.Choice(["bfloat16", "float16", "float32"]), default="bfloat16", show_default=True,
-              help="--torch-device: weights and activations.")
+              help="Weights and activations: --torch-device's, or --backend torch's (bfloat16, float32).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="results/calibration", show_default=True)
+@_pair_option
+@click.option("--backend", type=click.Choice(["numpy", "torch"]), default="numpy", show_default=True,
+              help="Engine of the decoded pair's forwards (torch: with --dtype bfloat16 or float32; the stages "
+                   "run on this machine's CPU).")
+@click.option("--draft-backend", type=click.Choice(["numpy", "torch"]), help="The draft's engine [default: --backend].")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.pass_context
-def calibrate_cmd(ctx, quick, count, torch_device, model_name, dtype, out_dir, as_json):
+def calibrate_cmd(ctx, quick, count, torch_device, model_name, dtype, out_dir, pair, backend, draft_backend, as_json):
     """Fit the cost model to this machine: a core per stage, the pipe between them, and acceptance.
 
     About 1 minute on a 2-core machine with the default 8 prompts (progress on a terminal's
@@ -152,8 +169,9 @@ def calibrate_cmd(ctx, quick, count, torch_device, model_name, dtype, out_dir, a
         from dfvg_dse.cli.engines import torch_calibrate
 
         return torch_calibrate(ctx, torch_device, model_name, dtype, quick, Path(out_dir), as_json)
+    backends = stage_backends(backend, dtype if backend == "torch" else "float32", "cpu", draft_backend)
     with progress_line("calibrate", as_json) as progress:
-        *_, result, stamp = _calibrate(ctx, quick, count, progress)
+        *_, result, stamp = _calibrate(ctx, quick, count, progress, pair, backends)
     written = _write_calibration(Path(out_dir), result, stamp)
     record = {**_calibration_record(result), "written": [str(p) for p in written]}
     if as_json:
@@ -194,10 +212,12 @@ def calibrate_cmd(ctx, quick, count, torch_device, model_name, dtype, out_dir, a
 @click.option("--set-aside-budget", type=FiniteFloatRange(0, 10), default=SET_ASIDE_MEDIAN_BUDGET,
               show_default=True, help="--anchors: median |error| allowed on the rows never fitted (multi-GPU, MoE).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="results/validation", show_default=True)
+@_pair_option
+@backend_options
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.pass_context
 def validate_cmd(ctx, quick, count, with_anchors, median_budget, p90_budget, speculative_budget, set_aside_budget, out_dir,
-                 as_json):
+                 pair, backend, dtype, torch_device, draft_backend, as_json):
     """Calibrate, then run the reference decoder on held-out prompts and compare with the model's
     predictions; exit code 1 when the error budget is broken.
 
@@ -212,8 +232,10 @@ def validate_cmd(ctx, quick, count, with_anchors, median_budget, p90_budget, spe
 
         return anchors_report(ctx, Path(out_dir), as_json, Budgets(median_budget, p90_budget, speculative_budget,
                                                                       set_aside_budget))
+    backends = stage_backends(backend, dtype, torch_device, draft_backend)
     with progress_line("validate: calibration", as_json) as progress:
-        target, draft, text, specs, calibration, stamp = _calibrate(ctx, quick, 3 if quick else 8, progress)
+        target, draft, text, specs, calibration, stamp = _calibrate(ctx, quick, 3 if quick else 8, progress, pair,
+                                                                    backends)
     out = Path(out_dir)
     written = _write_calibration(out / "calibration", calibration, stamp)
     prompts = _prompts(ctx, text, "held-out", count)

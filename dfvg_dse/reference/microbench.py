@@ -86,6 +86,22 @@ def core_peak_fp32_flops_per_s() -> tuple[float, float, str]:
                   f"{' x 2 flop per FMA' if fma else ''} = {peak / 1e9:.1f} GFLOP/s per core")
 
 
+def core_peak_flops_per_s(dtype: str = "float32") -> tuple[float, float, str]:
+    """The nominal peak of one core for the backend's dtype: fp32's (core_peak_fp32_flops_per_s), and
+    twice that for bfloat16 on a core with avx512_bf16 (VDPBF16PS: two bf16 products per fp32 lane)."""
+    peak, clock, source = core_peak_fp32_flops_per_s()
+    if dtype != "bfloat16":
+        return peak, clock, source
+    try:
+        flags = next((line.split(":")[1].split() for line in open("/proc/cpuinfo").read().splitlines()
+                      if line.startswith("flags")), [])
+    except OSError:
+        flags = []
+    if "avx512_bf16" in flags:
+        return 2 * peak, clock, f"{source}; x 2 for bfloat16 (avx512_bf16: two bf16 products per fp32 lane)"
+    return peak, clock, f"{source}; bfloat16 at the fp32 rate (no avx512_bf16)"
+
+
 LINEAR_ROWS = 16  # row counts measured: every verify and draft level of issue 7's configurations fits
 
 
@@ -97,20 +113,31 @@ def _linear_pass(weights, x_by_width: dict) -> None:
     _linear(x_by_width[weights.head.shape[0]], weights.head, None)
 
 
-def _time_linears(weights, max_rows: int, repeats: int, cpu, conn) -> None:
-    ignore_interrupts()
-    if cpu is not None:
-        os.sched_setaffinity(0, {cpu})
+def _numpy_linears(weights):
+    """(input widths, inputs of `rows` rows, one pass over every linear layer) of the numpy engine."""
     rng = np.random.default_rng(0)
     widths = {m.shape[0] for layer in weights.layers for m in (layer.qkv, layer.out, layer.up, layer.down)}
     widths.add(weights.head.shape[0])
     dtype = weights.head.dtype
+    return (lambda rows: {w: rng.standard_normal((rows, w)).astype(dtype) for w in widths},
+            lambda x: _linear_pass(weights, x))
+
+
+def _time_linears(weights, max_rows: int, repeats: int, cpu, conn) -> None:
+    ignore_interrupts()
+    if cpu is not None:
+        os.sched_setaffinity(0, {cpu})
+    if getattr(weights, "backend", None) is not None:  # the torch backend's products (reference/torch_lm.py)
+        from dfvg_dse.reference.torch_lm import linear_pass_runner
+        make_inputs, run = linear_pass_runner(weights)
+    else:
+        make_inputs, run = _numpy_linears(weights)
     times = {rows: [] for rows in range(1, max_rows + 1)}
     for _ in range(repeats):  # interleaved: a slow moment of the machine spreads over every row count
         for rows in times:
-            x = {w: rng.standard_normal((rows, w)).astype(dtype) for w in widths}
+            x = make_inputs(rows)
             start = time.perf_counter()
-            _linear_pass(weights, x)
+            run(x)
             times[rows].append(time.perf_counter() - start)
     conn.send([statistics.median(times[rows]) for rows in sorted(times)])
     conn.close()
@@ -118,7 +145,8 @@ def _time_linears(weights, max_rows: int, repeats: int, cpu, conn) -> None:
 
 def linear_row_times(weights, max_rows: int = LINEAR_ROWS, repeats: int = 15, cpu: int | None = None) -> list[float]:
     """Median seconds of every linear layer of a model (the reference engine's own `_linear`, the
-    packed matrices) over inputs of 1..max_rows rows, in a single-threaded process pinned to `cpu`:
+    packed matrices; torch's F.linear in the backend's dtype for TorchWeights) over inputs of
+    1..max_rows rows, in a single-threaded process pinned to `cpu`:
     how BLAS's small-matrix kernels scale with rows on this core (OpenBLAS's differ per row count:
     here 3 rows took 1.4x as long as 4). Measurement only."""
     context = multiprocessing.get_context("spawn")

@@ -124,6 +124,28 @@ def _linear(x, weight, bias):
     return torch_module().nn.functional.linear(x, weight, bias)
 
 
+def linear_pass_runner(weights: TorchWeights):
+    """(inputs of `rows` rows per input width, one pass over every linear layer and the LM head) on
+    the backend, for microbench.linear_row_times: the products a forward of `rows` tokens runs."""
+    torch = torch_module()
+    w = _Tensors(weights.packed, weights.backend)
+    matrices = [(layer[name], layer[f"{name}_bias"]) for layer in w.layers for name in ("qkv", "out", "up", "down")]
+    matrices.append((w.head, None))
+    generator = torch.Generator().manual_seed(0)
+
+    def inputs(rows: int) -> dict:
+        return {m.shape[1]: torch.randn(rows, m.shape[1], generator=generator).to(device=w.device, dtype=w.dtype)
+                for m, _ in matrices}
+
+    def run(x: dict) -> None:
+        with torch.inference_mode():
+            for matrix, bias in matrices:
+                _linear(x[matrix.shape[1]], matrix, bias)
+        if w.device.type == "cuda":
+            torch.cuda.synchronize(w.device)
+    return inputs, run
+
+
 def torch_forward(w: _Tensors, config: ReferenceConfig, tokens, positions, cache: TorchKVCache, parents=None, *,
                   inputs=None, cache_visible=None, with_features: bool = False):
     """tiny_lm.forward's contract on torch: float32 numpy logits (T, V) (and the final-norm hidden

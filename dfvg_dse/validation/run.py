@@ -25,7 +25,7 @@ from dfvg_dse.acceptance.bursty import fit_bursty, simulate_rounds
 from dfvg_dse.costs.processor import processor_forward_cost
 from dfvg_dse.costs.stages import tree_draft_time_s
 from dfvg_dse.reference import Model, Sampling
-from dfvg_dse.reference.microbench import core_peak_fp32_flops_per_s, linear_row_times, pipe_times
+from dfvg_dse.reference.microbench import core_peak_flops_per_s, linear_row_times, pipe_times
 from dfvg_dse.reference.teacher import teacher_forced_acceptance
 from dfvg_dse.reference.stages import Job, RunResult, TwoStageRuntime, stage_cpus
 from dfvg_dse.specs import AcceptanceProfile, AcceptanceTrace, DeviceSpec, ModelSpec
@@ -218,12 +218,9 @@ def calibration_steps(prompts: int) -> int:
 
 def measure_row_ratios(target: Model, draft: Model, quick: bool) -> dict[str, tuple[float, ...]]:
     """Each model's linear layers at 1..LINEAR_ROWS rows on the core its stage runs on (verify on the
-    first, draft on the second, as TwoStageRuntime pins them), as multiples of one row's time.
-
-    TODO(issue 19, deliver 3): numpy's products only. For `validate`/`calibrate --backend torch`
-    the same ratios and the core's bfloat16 peak come from torch's products (reference/torch_lm.py
-    tensors), and the calibration fits the bfloat16 cores; then validate reports the builtin:small
-    pair where speculation pays."""
+    first, draft on the second, as TwoStageRuntime pins them), as multiples of one row's time: the
+    numpy engine's products, or torch's in the backend's dtype (bfloat16's few-row products cost
+    nearly one row's: issue 19)."""
     cpus = stage_cpus()
     out = {}
     for index, (role, model) in enumerate((("target", target), ("draft", draft))):
@@ -234,8 +231,9 @@ def measure_row_ratios(target: Model, draft: Model, quick: bool) -> dict[str, tu
 
 
 def calibrate(target: Model, draft: Model, specs: dict[str, ModelSpec], prompts: list[tuple[int, ...]], quick: bool,
-              stamp: str, progress: Progress | None = None) -> Calibration:
-    """Decode the calibration configurations on `prompts`, time the pipe, fit everything."""
+              stamp: str, progress: Progress | None = None, dtype: str = "float32") -> Calibration:
+    """Decode the calibration configurations on `prompts`, time the pipe, fit everything; `dtype`
+    the target's backend's, whose peak the cores are fitted against."""
     step = _Steps(progress, calibration_steps(len(prompts)))
     runs: dict[str, list[RunResult]] = {}
     with TwoStageRuntime(target, draft) as runtime:
@@ -250,7 +248,7 @@ def calibrate(target: Model, draft: Model, specs: dict[str, ModelSpec], prompts:
     row_ratios = measure_row_ratios(target, draft, quick)
     step("pipe")
     pipe = measure_pipe(quick, source)
-    peak, clock, peak_source = core_peak_fp32_flops_per_s()
+    peak, clock, peak_source = core_peak_flops_per_s(dtype)
     step("fits and teacher-forced traces")
     fits = fit_runs(runs, [len(p) for p in prompts], specs, peak, source, row_ratios)
     profiles = with_traces(target, draft, prompts, fits.greedy_profile, fits.sampled_profile, 0, source)

@@ -182,6 +182,22 @@ def test_row_ratios_read_back_and_bad_tables_are_refused(tmp_path):
         assert f"'{field}'" in str(err.value) and str(path) in str(err.value) and "\n" not in str(err.value)
 
 
+@pytest.mark.torch
+def test_linear_row_times_measures_torchs_bfloat16_products_for_the_torch_backend():
+    """The torch backend's weights are timed with torch's own products in their dtype (issue 19), every
+    row count measured (what `calibrate --backend torch` fits the verify core's row ratios to)."""
+    pytest.importorskip("torch")
+    from dfvg_dse.reference import pack_weights, random_weights
+    from dfvg_dse.reference.torch_lm import TorchWeights
+    from dfvg_dse.reference.tiny_lm import ReferenceConfig
+    from dfvg_dse.specs.backend import ReferenceBackend
+
+    config = ReferenceConfig(DRAFT)
+    weights = TorchWeights(pack_weights(random_weights(DRAFT, seed=0), config), ReferenceBackend("torch", "bfloat16"))
+    seconds = linear_row_times(weights, max_rows=4, repeats=3, cpu=None)
+    assert len(seconds) == 4 and all(0.0 < s < 1.0 for s in seconds)
+
+
 def test_linear_row_times_measures_the_engine_products_on_one_core():
     from dfvg_dse.reference import pack_weights, random_weights
     from dfvg_dse.reference.tiny_lm import ReferenceConfig

@@ -44,3 +44,13 @@ def test_validate_quick_writes_everything_and_its_exit_code_follows_the_budget(t
 def test_bad_option_is_one_line(tmp_path):
     result = CliRunner().invoke(cli, ["validate", "--count", "0", "--out", str(tmp_path)])
     assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_backend_that_cannot_run_the_dtype_is_one_line(tmp_path):
+    for args, message in ((["--backend", "numpy", "--dtype", "bfloat16"], "--dtype 'bfloat16' with --backend numpy"),
+                          (["--backend", "torch", "--torch-device", "tpu"], "--torch-device 'tpu'")):
+        result = CliRunner().invoke(cli, ["validate", "--quick", "--target", "builtin:small", *args,
+                                          "--out", str(tmp_path / "v")])
+        assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+        assert message in result.output and "Traceback" not in result.output
+        assert not (tmp_path / "v" / "validation.csv").exists()
