@@ -231,7 +231,7 @@ def torch_calibrate(ctx, device: str, model_name: str, dtype: str, quick: bool, 
     source_id = f"{name}-{model_name.replace('.', '-')}"
     rows = tc.rows(measured, model, model_name, name, dtype, source_id)
     text = (f"fitted by `dfvg-dse calibrate --torch-device {device}` ({stamp}) to {len(rows)} forwards of "
-            f"{model_name} ({dtype}, random weights, {tc.LAYERS} layers timed and scaled) on {display}")
+            f"{model_name} ({dtype}, random weights, {tc.layers_timed(quick)} layers timed and scaled) on {display}")
     profile, errors = tc.fit_device(rows, model, spec, profile_name, text)
     documents = (
         (hwdb / "engines" / f"{profile_name}.toml",

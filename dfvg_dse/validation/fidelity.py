@@ -27,8 +27,9 @@ from dfvg_dse.validation.engines import POOLED, EngineFit, features, fit_engines
 # speculative speedups (Spec-Bench over-predicted, the EAGLE papers and Sequoia under-predicted by the
 # same `hf` profile). Next data: llama.cpp's small-micro-batch tables (PRs #15131, #14262, #7676:
 # 1-512 tokens per forward at batch 1, the regime of tree verification, where p ~ 1 over-prices
-# verifies; `phase = "forward"` rows), then `calibrate --torch-device cuda:0` on a real GPU with more
-# repeats per shape (the 2026-12-04 rows scatter 1.6x at n <= 64).
+# verifies; `phase = "forward"` rows), then `calibrate --torch-device cuda:0` on a real GPU to replace
+# the 2026-12-04 H200 rows, which timed 2 layers and scatter 1.6x at n <= 64, with the 8-layer protocol
+# (validation/torch_calibration.py LAYERS).
 # Budgets of issue 14 ("Must show"), leave-one-source-out
 FORWARD_MEDIAN_BUDGET = 0.10
 FORWARD_P90_BUDGET = 0.25

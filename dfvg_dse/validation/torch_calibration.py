@@ -23,7 +23,16 @@ from dfvg_dse.validation.engines import features, fit_engines
 ENGINE = "torch"
 GRID = {"tokens": (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024), "contexts": (0, 512, 2048), "batches": (1, 4, 16)}
 QUICK_GRID = {"tokens": (1, 4, 16, 64), "contexts": (0, 256), "batches": (1, 2)}
-LAYERS = 2  # decoder layers timed per forward; the model's time is n_layers x one layer + the LM head
+# Decoder layers timed per forward (the model's time is n_layers x one layer + the LM head), full grid and
+# --quick. One layer's time is (stack - head) / layers, so a timing's jitter reaches the model's forward
+# n_layers / layers times: the 2026-12-04 H200 rows, timed over 2 layers, scattered up to 1.6x at n <= 64
+# (jitter x 16 for a 32-layer model, x 40 for 80 layers); over 8 layers it is x 4 and x 10.
+LAYERS = 8
+QUICK_LAYERS = 2
+
+
+def layers_timed(quick: bool) -> int:
+    return QUICK_LAYERS if quick else LAYERS
 
 
 class Measured(NamedTuple):
@@ -51,7 +60,8 @@ def measure(model: ModelSpec, device: str, dtype: str, quick: bool, seed: int,
     bandwidth = torch_bench.copy_bandwidth_bytes_per_s(device)
     progress("layer forwards")
     records = torch_bench.benchmark(model, device, dtype, list(grid["tokens"]), list(grid["contexts"]),
-                                    list(grid["batches"]), layers=LAYERS, repeats=3 if quick else 5, seed=seed)
+                                    list(grid["batches"]), layers=layers_timed(quick), repeats=3 if quick else 5,
+                                    seed=seed)
     return Measured(peak, bandwidth, records)
 
 
