@@ -136,7 +136,8 @@ def engines_fit(ctx, out_dir, as_json):
         write_toml_atomic(path, engine_document(profile, DISPLAY.get(stem, stem), note, fact, mma_fact))
         written.append(str(path))
     if as_json:
-        emit_json({"written": written, "rows": fitted.rows, "engines": list(fitted.engines)})
+        emit_json({"written": written, "rows": fitted.rows, "engines": list(fitted.engines),
+                   "borrowed": list(fitted.borrowed())})  # engines written from their family's profile
     else:
         click.echo(f"fitted {len(fitted.engines)} engines to {fitted.rows} rows; wrote " + ", ".join(written))
 

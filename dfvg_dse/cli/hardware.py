@@ -95,7 +95,7 @@ def models_heads(ctx: click.Context, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON list on stdout.")
 @click.pass_context
 def models_lookups(ctx: click.Context, as_json: bool) -> None:
-    """List model-free drafters (n-gram prompt lookup; models/lookups/) with their host-CPU cost."""
+    """List model-free drafters (n-gram prompt lookup, suffix decoding; models/lookups/) with their host-CPU cost."""
     catalog = catalog_of(ctx)
     records = [lookup_record(catalog.lookup_entry(n)) for n in catalog.lookup_names()]
     if as_json:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import platform
 import time
 from pathlib import Path
@@ -10,9 +11,11 @@ import click
 
 from dfvg_dse.catalog.hwdocs import core_document, link_document
 from dfvg_dse.catalog.lookup import write_toml_atomic
-from dfvg_dse.cli._base import FiniteFloatRange, catalog_of, cli, emit_json, emit_table, emit_warnings, progress_line
+from dfvg_dse.cli._base import (FiniteFloatRange, catalog_of, cli, emit_json, emit_table, emit_warnings, progress_line,
+                                refuse_unused)
+from dfvg_dse.specs import InputError
 from dfvg_dse.cli.reference import _load_pair, backend_options
-from dfvg_dse.specs.backend import stage_backends
+from dfvg_dse.specs.backend import pair_label, stage_backends
 from dfvg_dse.catalog.profiles import profile_document, trace_lines
 from dfvg_dse.export import write_json, write_jsonl, write_markdown_table, write_plot, write_records
 from dfvg_dse.files import check_output_folder
@@ -51,8 +54,10 @@ def _calibrate(ctx, quick: bool, count: int, progress, pair: str = "builtin:tiny
     target, draft, text = _load_pair(ctx, pair, None, *(backends or ()))
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     specs = {"target": target.config.spec, "draft": draft.config.spec}
-    dtype = backends[0].dtype if backends else "float32"
-    result = calibrate(target, draft, specs, _prompts(ctx, text, "calibration", count), quick, stamp, progress, dtype)
+    dtypes = (backends[0].dtype, backends[1].dtype) if backends else ("float32", "float32")
+    result = calibrate(target, draft, specs, _prompts(ctx, text, "calibration", count), quick, stamp, progress, *dtypes)
+    label = pair_label(*backends) if backends else "numpy float32"
+    result = dataclasses.replace(result, setup=f"{pair}, {label}")
     return target, draft, text, specs, result, stamp
 
 
@@ -68,11 +73,12 @@ def _issue_records(issues) -> list[dict]:
 
 def _write_calibration(out: Path, result: Calibration, stamp: str) -> list[Path]:
     written = []
-    for core, fit in ((0, result.target_fit), (1, result.draft_fit)):
+    for core, fit, peak_source in ((0, result.target_fit, result.peak_sources[0]),
+                                   (1, result.draft_fit, result.peak_sources[1])):
         note = (f"{stamp} on {platform.node() or 'this machine'}, {'target forwards' if core == 0 else 'draft rounds'}; "
                 f"rms relative error {fit.rms_relative_error:.1%}, max {fit.max_relative_error:.1%} "
                 f"over {len(fit.residuals)} shapes{_marks(fit.issues)}")
-        document = core_document(fit.device, result.clock_hz, result.peak_source, note,
+        document = core_document(fit.device, result.clock_hz, peak_source, note,
                                  platform.processor() or "local CPU")
         path = out / "hwdb" / "cpu" / f"local-core-{core}.toml"
         write_toml_atomic(path, document)
@@ -85,7 +91,7 @@ def _write_calibration(out: Path, result: Calibration, stamp: str) -> list[Path]
                                        (result.sampled_profile, "reference-sampled", SAMPLED_TEMPERATURE)):
         written += _write_profile(out / "acceptance", stem, profile, temperature)
     written.append(write_json(out / "calibration.json", {
-        "stamp": stamp,
+        "stamp": stamp, "setup": result.setup,
         "verify_core": {"residuals": result.target_fit.residuals, "rms_relative_error": result.target_fit.rms_relative_error},
         "draft_core": {"residuals": result.draft_fit.residuals, "rms_relative_error": result.draft_fit.rms_relative_error},
         "link": {"residuals": result.link.residuals, "rms_relative_error": result.link.rms_relative_error},
@@ -124,7 +130,8 @@ def _core_record(fit, drafts: bool) -> dict:
 
 def _calibration_record(result: Calibration) -> dict:
     link = result.link.link
-    return {"verify_core": _core_record(result.target_fit, False), "draft_core": _core_record(result.draft_fit, True),
+    return {"setup": result.setup,
+            "verify_core": _core_record(result.target_fit, False), "draft_core": _core_record(result.draft_fit, True),
             "link_latency_us": link.latency_s * 1e6, "link_bandwidth_gb_s": link.bandwidth_bytes_per_s / 1e9,
             "link_message_overhead_us": link.software_overhead_s * 1e6,
             "link_rms_error": result.link.rms_relative_error,
@@ -168,8 +175,14 @@ def calibrate_cmd(ctx, quick, count, torch_device, model_name, dtype, out_dir, p
     if torch_device is not None:
         from dfvg_dse.cli.engines import torch_calibrate
 
+        refuse_unused(ctx, ["pair", "backend", "draft_backend"], "with --torch-device (it microbenchmarks --model's "
+                      "layers; without it, calibrate decodes the --target pair on --backend)")
         return torch_calibrate(ctx, torch_device, model_name, dtype, quick, Path(out_dir), as_json)
-    backends = stage_backends(backend, dtype if backend == "torch" else "float32", "cpu", draft_backend)
+    refuse_unused(ctx, ["model_name"], "without --torch-device (the decoded pair is --target's)")
+    if backend == "numpy" and draft_backend != "torch":
+        refuse_unused(ctx, ["dtype"], "with the numpy backend (float32); add --backend torch")
+    backends = stage_backends(backend, dtype if backend == "torch" or draft_backend == "torch" else "float32", "cpu",
+                              draft_backend)
     with progress_line("calibrate", as_json) as progress:
         *_, result, stamp = _calibrate(ctx, quick, count, progress, pair, backends)
     written = _write_calibration(Path(out_dir), result, stamp)
@@ -233,6 +246,9 @@ def validate_cmd(ctx, quick, count, with_anchors, median_budget, p90_budget, spe
         return anchors_report(ctx, Path(out_dir), as_json, Budgets(median_budget, p90_budget, speculative_budget,
                                                                       set_aside_budget))
     backends = stage_backends(backend, dtype, torch_device, draft_backend)
+    if torch_device != "cpu":  # TODO(issue 19): the stages' device model of a GPU (its calibrated peak and bandwidth)
+        raise InputError(f"--torch-device {torch_device}: validate calibrates the stages as this machine's CPU cores; "
+                         "on a GPU run `reference bench --torch-device` instead")
     with progress_line("validate: calibration", as_json) as progress:
         target, draft, text, specs, calibration, stamp = _calibrate(ctx, quick, 3 if quick else 8, progress, pair,
                                                                     backends)
@@ -249,7 +265,7 @@ def validate_cmd(ctx, quick, count, with_anchors, median_budget, p90_budget, spe
     result = summary(rows, issues)
     written += write_records(out / "validation.csv", rows)
     # the fits' issues head the report, below its title (write_markdown_table has no other place)
-    title = f"Validation, {stamp}" + "".join(f"\n\n{'**suspect**' if i.suspect else 'warning'}: {i.message}"
+    title = f"Validation, {stamp}, {calibration.setup}" + "".join(f"\n\n{'**suspect**' if i.suspect else 'warning'}: {i.message}"
                                               for i in issues)
     written.append(write_markdown_table(out / "validation.md", rows, TABLE, title))
     written.append(write_plot(out / "validation.png",

@@ -1,7 +1,8 @@
 """Stage costs of one speculative round, shared by the closed-form pipeline and the simulator.
 
 Draft time D = sum over levels i = 0..depth-1 of one draft forward over the w_i nodes of level i
-(w_0 = 1, the root): drafting level i + 1 runs the draft model on level i (Medusa's heads draft every
+(w_0 = 1, the root; for a feature head the tokens the last round accepted, rereads_accepted_tokens):
+drafting level i + 1 runs the draft model on level i (Medusa's heads draft every
 level in one forward on the root; a lookup drafter searches each sequence's context once on the host
 CPU, `lookup_s_per_round` + `lookup_s_per_context_token` x context); plus the draft device's
 fixed per-round work (`draft_round_overhead_s`, 0 unless calibrated). Verify time V is one

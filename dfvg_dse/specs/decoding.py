@@ -263,14 +263,15 @@ SCHEDULES = ("ar", "sequential", "overlap")
 HEAD_OVERLAP = ("a draft head reads the target's features of the tokens just verified: it drafts after "
                 "verification, not during it (schedule sequential)")
 # A lookup drafts from the tokens a verification accepts, too
-LOOKUP_OVERLAP = ("a prompt lookup searches the tokens just verified: it drafts after verification, not "
+LOOKUP_OVERLAP = ("a lookup drafter searches the tokens just verified: it drafts after verification, not "
                   "during it (schedule sequential)")
 # Medusa's heads draft every position in one forward: no level-by-level drafting for a rule to steer
 ONE_PASS_DYNAMIC = ("Medusa's heads draft every position of a round in one forward on the last hidden state: "
                     "give a static tree (--tree), not a dynamic rule")
-# A prompt lookup copies one earlier continuation: a chain, found on the verifier's host
-LOOKUP_CHAIN = "a prompt lookup proposes one continuation a round: give a chain (--tree chain:K)"
-LOOKUP_HOST = "a prompt lookup runs on the verifier's host CPU, not on another device"
+# A lookup drafter (prompt lookup, suffix decoding) copies one earlier continuation: a chain, found on
+# the verifier's host
+LOOKUP_CHAIN = "a lookup drafter proposes one continuation a round: give a chain (--tree chain:K)"
+LOOKUP_HOST = "a lookup drafter runs on the verifier's host CPU, not on another device"
 
 
 def overlap_reason(draft) -> str:

@@ -68,10 +68,23 @@ class Calibration:
     peak_source: str
     sampled_extra_s: tuple[float, float] = (0.0, 0.0)  # per drafting level, per verified token
     extra_issues: tuple[FitIssue, ...] = ()  # sampling's extra work, the acceptance fits
+    # the draft core's peak and its derivation when its backend's dtype differs (0, "": the target core's)
+    draft_peak_flops_per_s: float = 0.0
+    draft_peak_source: str = ""
+    setup: str = ""  # what was decoded, on which engines (reports name it)
 
     @property
     def issues(self) -> tuple[FitIssue, ...]:
         return self.target_fit.issues + self.draft_fit.issues + self.link.issues + self.extra_issues
+
+    @property
+    def peaks(self) -> tuple[float, float]:
+        """(verify core's, draft core's) peak FLOP/s, each for its own backend's dtype."""
+        return self.peak_flops_per_s, self.draft_peak_flops_per_s or self.peak_flops_per_s
+
+    @property
+    def peak_sources(self) -> tuple[str, str]:
+        return self.peak_source, self.draft_peak_source or self.peak_source
 
 
 @dataclass(frozen=True)
@@ -190,16 +203,18 @@ def sampled_extra_s(runs: list[RunResult], lengths: list[int], specs: dict[str, 
     return (per_level, per_token), level_issues + token_issues
 
 
-def fit_runs(runs: dict[str, list[RunResult]], lengths: list[int], specs: dict[str, ModelSpec], peak: float,
-             source: str, row_ratios: dict[str, tuple[float, ...]] | None = None) -> RunFits:
+def fit_runs(runs: dict[str, list[RunResult]], lengths: list[int], specs: dict[str, ModelSpec],
+             peaks: tuple[float, float], source: str, row_ratios: dict[str, tuple[float, ...]] | None = None) -> RunFits:
     """Both cores, both profiles and sampling's extra work from calibration runs (name -> one
-    RunResult per prompt); `row_ratios` (target, draft) the measured linear-layer row ratios."""
+    RunResult per prompt); `peaks` the (verify, draft) cores' peak FLOP/s for their backends' dtypes,
+    `row_ratios` (target, draft) the measured linear-layer row ratios."""
     row_ratios = row_ratios or {}
+    peak, draft_peak = peaks
     greedy = [r for spec in CALIBRATION_TREES for r in runs[spec]]
     records = stage_records(runs["ar"] + greedy, lengths * (1 + len(CALIBRATION_TREES)))
     target = fit_core([r for r in records if r["model"] == "target"], specs["target"], peak, "local-core-0", source,
                       row_ratios.get("target", ()))
-    draft = fit_core([r for r in records if r["model"] == "draft"], specs["draft"], peak, "local-core-1", source,
+    draft = fit_core([r for r in records if r["model"] == "draft"], specs["draft"], draft_peak, "local-core-1", source,
                      row_ratios.get("draft", ()))
     traces = [record for r in greedy for record in r.trace]
     sampled = [record for r in runs["sampled"] for record in r.trace]
@@ -231,9 +246,11 @@ def measure_row_ratios(target: Model, draft: Model, quick: bool) -> dict[str, tu
 
 
 def calibrate(target: Model, draft: Model, specs: dict[str, ModelSpec], prompts: list[tuple[int, ...]], quick: bool,
-              stamp: str, progress: Progress | None = None, dtype: str = "float32") -> Calibration:
-    """Decode the calibration configurations on `prompts`, time the pipe, fit everything; `dtype`
-    the target's backend's, whose peak the cores are fitted against."""
+              stamp: str, progress: Progress | None = None, dtype: str = "float32",
+              draft_dtype: str | None = None) -> Calibration:
+    """Decode the calibration configurations on `prompts`, time the pipe, fit everything; `dtype` and
+    `draft_dtype` (default: `dtype`) the stages' backends' dtypes, whose peaks their cores are fitted
+    against."""
     step = _Steps(progress, calibration_steps(len(prompts)))
     runs: dict[str, list[RunResult]] = {}
     with TwoStageRuntime(target, draft) as runtime:
@@ -249,11 +266,12 @@ def calibrate(target: Model, draft: Model, specs: dict[str, ModelSpec], prompts:
     step("pipe")
     pipe = measure_pipe(quick, source)
     peak, clock, peak_source = core_peak_flops_per_s(dtype)
+    draft_peak, _, draft_peak_source = core_peak_flops_per_s(draft_dtype or dtype)
     step("fits and teacher-forced traces")
-    fits = fit_runs(runs, [len(p) for p in prompts], specs, peak, source, row_ratios)
+    fits = fit_runs(runs, [len(p) for p in prompts], specs, (peak, draft_peak), source, row_ratios)
     profiles = with_traces(target, draft, prompts, fits.greedy_profile, fits.sampled_profile, 0, source)
     return Calibration(fits.target_fit, fits.draft_fit, with_messages(pipe, runs), *profiles, peak, clock, peak_source,
-                       fits.sampled_extra_s, fits.issues)
+                       fits.sampled_extra_s, fits.issues, draft_peak, draft_peak_source)
 
 
 def validation_steps(prompts: int, cases: int) -> int:
@@ -285,7 +303,7 @@ def validate(target: Model, draft: Model, parts: Parts, cases: list[Case], promp
     source = f"calibration runs interleaved with the validation runs, {stamp}"
     step("fits and teacher-forced traces")
     fits = fit_runs(window, [len(p) for p in prompts], {"target": parts.target, "draft": parts.draft},
-                    calibration.peak_flops_per_s, source,
+                    calibration.peaks, source,
                     {"target": calibration.target_fit.device.linear_row_ratios,
                      "draft": calibration.draft_fit.device.linear_row_ratios})
     greedy, sampled = with_traces(target, draft, prompts, fits.greedy_profile, fits.sampled_profile, 1000, source)

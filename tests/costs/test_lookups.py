@@ -97,7 +97,7 @@ def test_estimate_prices_the_lookup_per_sequence_and_context_token(run, catalog,
 @pytest.mark.parametrize("args, message", [
     (["--tree", "kary:2x2"], "chain"),
     (["--tree", "chain:4", "--draft-device", "v80"], "host CPU"),
-    (["--dynamic", "adapt"], "a prompt lookup proposes one continuation"),
+    (["--dynamic", "adapt"], "a lookup drafter proposes one continuation"),
     (["--tree", "chain:4", "--schedule", "overlap"], "drafts after verification"),
 ])
 def test_what_a_lookup_cannot_do_is_refused_in_one_line(run, args, message):

@@ -192,10 +192,29 @@ def test_linear_row_times_measures_torchs_bfloat16_products_for_the_torch_backen
     from dfvg_dse.reference.tiny_lm import ReferenceConfig
     from dfvg_dse.specs.backend import ReferenceBackend
 
+    import multiprocessing
+    from dfvg_dse.reference import microbench, torch_lm
+
     config = ReferenceConfig(DRAFT)
     weights = TorchWeights(pack_weights(random_weights(DRAFT, seed=0), config), ReferenceBackend("torch", "bfloat16"))
     seconds = linear_row_times(weights, max_rows=4, repeats=3, cpu=None)
     assert len(seconds) == 4 and all(0.0 < s < 1.0 for s in seconds)
+    # in this process, the timing loop takes torch's runner (its products in bfloat16), not numpy's
+    used = []
+    original = torch_lm.linear_pass_runner
+
+    def recording(w):
+        inputs, run = original(w)
+        used.append(inputs(2)[DRAFT.d_model].dtype)
+        return inputs, run
+    torch_lm.linear_pass_runner = recording
+    try:
+        mine, theirs = multiprocessing.Pipe()
+        microbench._time_linears(weights, 2, 1, None, theirs)
+        assert len(mine.recv()) == 2
+    finally:
+        torch_lm.linear_pass_runner = original
+    assert [str(d) for d in used] == ["torch.bfloat16"]
 
 
 def test_linear_row_times_measures_the_engine_products_on_one_core():
