@@ -13,8 +13,8 @@ from dfvg_dse.catalog.hwdocs import core_document, link_document
 from dfvg_dse.catalog.lookup import write_toml_atomic
 from dfvg_dse.cli._base import (FiniteFloatRange, catalog_of, cli, emit_json, emit_table, emit_warnings, progress_line,
                                 refuse_unused)
-from dfvg_dse.specs import InputError
 from dfvg_dse.cli.reference import _load_pair, backend_options
+from dfvg_dse.specs import InputError
 from dfvg_dse.specs.backend import pair_label, stage_backends
 from dfvg_dse.catalog.profiles import profile_document, trace_lines
 from dfvg_dse.export import write_json, write_jsonl, write_markdown_table, write_plot, write_records
@@ -265,8 +265,8 @@ def validate_cmd(ctx, quick, count, with_anchors, median_budget, p90_budget, spe
     result = summary(rows, issues)
     written += write_records(out / "validation.csv", rows)
     # the fits' issues head the report, below its title (write_markdown_table has no other place)
-    title = f"Validation, {stamp}, {calibration.setup}" + "".join(f"\n\n{'**suspect**' if i.suspect else 'warning'}: {i.message}"
-                                              for i in issues)
+    title = f"Validation, {stamp}, {calibration.setup}" + "".join(
+        f"\n\n{'**suspect**' if i.suspect else 'warning'}: {i.message}" for i in issues)
     written.append(write_markdown_table(out / "validation.md", rows, TABLE, title))
     written.append(write_plot(out / "validation.png",
                               lambda tmp: plot_validation(rows, tmp, "dfvg-dse validate: predicted vs measured")))

@@ -69,15 +69,24 @@ def pipe_times(sizes, count: int, spin: bool = True) -> list[dict]:
     return records
 
 
-def core_peak_fp32_flops_per_s() -> tuple[float, float, str]:
-    """Nominal fp32 peak of one core from /proc/cpuinfo (clock x SIMD lanes x 2 pipes x 2 flop
-    per FMA), its clock, and how it was derived; 2 GHz AVX2 when the file is unreadable."""
+def _cpuinfo() -> tuple[list[float], list[str]] | None:
+    """(the cores' MHz, the first core's flags) from /proc/cpuinfo; None when it is unreadable."""
     try:
         text = open("/proc/cpuinfo").read()
     except OSError:
-        return 64e9, 2e9, "assumed 2 GHz x 8 lanes x 2 pipes x 2 flop (no /proc/cpuinfo)"
+        return None
     mhz = [float(line.split(":")[1]) for line in text.splitlines() if line.startswith("cpu MHz")]
     flags = next((line.split(":")[1].split() for line in text.splitlines() if line.startswith("flags")), [])
+    return mhz, flags
+
+
+def core_peak_fp32_flops_per_s() -> tuple[float, float, str]:
+    """Nominal fp32 peak of one core from /proc/cpuinfo (clock x SIMD lanes x 2 pipes x 2 flop
+    per FMA), its clock, and how it was derived; 2 GHz AVX2 when the file is unreadable."""
+    info = _cpuinfo()
+    if info is None:
+        return 64e9, 2e9, "assumed 2 GHz x 8 lanes x 2 pipes x 2 flop (no /proc/cpuinfo)"
+    mhz, flags = info
     lanes = 16 if "avx512f" in flags else 8 if "avx2" in flags else 4
     fma = "fma" in flags or "avx512f" in flags
     clock = max(mhz) * 1e6 if mhz else 2e9
@@ -92,12 +101,7 @@ def core_peak_flops_per_s(dtype: str = "float32") -> tuple[float, float, str]:
     peak, clock, source = core_peak_fp32_flops_per_s()
     if dtype != "bfloat16":
         return peak, clock, source
-    try:
-        flags = next((line.split(":")[1].split() for line in open("/proc/cpuinfo").read().splitlines()
-                      if line.startswith("flags")), [])
-    except OSError:
-        flags = []
-    if "avx512_bf16" in flags:
+    if "avx512_bf16" in (_cpuinfo() or ([], []))[1]:
         return 2 * peak, clock, f"{source}; x 2 for bfloat16 (avx512_bf16: two bf16 products per fp32 lane)"
     return peak, clock, f"{source}; bfloat16 at the fp32 rate (no avx512_bf16)"
 

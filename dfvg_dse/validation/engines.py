@@ -139,6 +139,9 @@ class _Layout:
         self.width = 2 * len(classes) + len(self.NAMES) + 2 * len(device_classes)
         self.families = tuple(sorted({family_of(e) for e in engines} - {None}))
         self.groups = (POOLED,) + self.families + engines
+        # per group after the pooled one: the index of the group it is tied to, and the tie's scale
+        self.parents = np.array([self.groups.index(self.parent(g)) for g in self.groups[1:]], dtype=int)
+        self.ties = np.array([self.tie(g) for g in self.groups[1:]])[:, None]
 
     def parent(self, group: str) -> str:
         """The group a group's parameters are tied to: an engine's family, a family's the pooled one."""
@@ -220,12 +223,13 @@ def _predict(z: np.ndarray, f: Features, at: dict[str, np.ndarray]) -> np.ndarra
 
 def _residuals(z: np.ndarray, lay: _Layout, f: Features, at: dict[str, np.ndarray], centre: np.ndarray,
                spread: np.ndarray) -> np.ndarray:
-    """Log errors of the rows, each engine's tie to the pooled profile, and the pooled profile's
-    prior (`centre`, `spread`: per parameter, in log units)."""
+    """Log errors of the rows, each group's tie to its parent (an engine's family, a family's or a
+    familyless engine's pooled profile), and the pooled profile's prior (`centre`, `spread`: per
+    parameter, in log units)."""
     data = np.log(_predict(z, f, at)) - np.log(f.measured_s)
     blocks = z.reshape(len(lay.groups), lay.width)
-    prior = [(blocks[i] - blocks[lay.groups.index(lay.parent(g))]) / lay.tie(g) for i, g in enumerate(lay.groups) if i]
-    return np.concatenate([data, *prior, (blocks[0] - centre) / spread])
+    prior = (blocks[1:] - blocks[lay.parents]) / lay.ties
+    return np.concatenate([data, prior.ravel(), (blocks[0] - centre) / spread])
 
 
 def _pooled_prior(lay: _Layout) -> tuple[np.ndarray, np.ndarray]:
@@ -269,7 +273,7 @@ class EngineFit:
         return _Layout(self.engines, self.classes, self.device_classes)
 
     def predict(self, f: Features) -> np.ndarray:
-        """Seconds per row: each row by its engine's profile, or the pooled one if the fit had none."""
+        """Seconds per row: each row by its engine's profile, else its family's, else the pooled one."""
         groups = tuple(self.layout.group_of(e) for e in f.engine)
         mapped = {k: tuple(self._nearest(c) for c in getattr(f, k)) for k in ("weight_class", "kv_class")}
         f = replace(f, **mapped)
