@@ -48,7 +48,7 @@ class SimResult(NamedTuple):
     rounds: int
 
 
-def _walk_tree(tree: TreeSpec, table: np.ndarray, n: int, rng) -> tuple[np.ndarray, np.ndarray]:
+def walk_tree(tree: TreeSpec, table: np.ndarray, n: int, rng) -> tuple[np.ndarray, np.ndarray]:
     """Sample the accepted path of n sequence-rounds: (accepted draft tokens, whether it is the
     rank-0 chain). Each level draws the target's rank for the sequences still accepting only."""
     ranks = max(tree.ranks) + 1
@@ -87,7 +87,7 @@ def _sample_chunks(config: DecodeConfig, rounds: int, seed: int, chunk: int):
         for i, start in enumerate(range(0, rounds, chunk)):
             n = min(chunk, rounds - start) * b
             rng = chunk_rng(i)
-            accepted, rank0 = _walk_tree(tree, table, n, rng)
+            accepted, rank0 = walk_tree(tree, table, n, rng)
             hit = rank0 & (accepted == chain) & (rng.random(n) < table[chain, 0])
             yield (accepted + 1.0).reshape(-1, b).mean(axis=1), hit.reshape(-1, b).all(axis=1), widths, pairs
         return

@@ -34,6 +34,7 @@ from dfvg_dse.catalog.heads import HeadLookup
 from dfvg_dse.catalog.profiles import parse_profile, profile_document, read_tree_document
 from dfvg_dse.catalog.studies import check_study
 from dfvg_dse.catalog.traces import read_trace_file
+from dfvg_dse.catalog.workloads import read_workload
 from dfvg_dse.files import atomic_write, path_text
 from dfvg_dse.specs import (AcceptanceProfile, CalibrationDefaults, DeviceSpec, InputError, LinkSpec, ModelSpec,
                             SpecError)
@@ -41,6 +42,7 @@ from dfvg_dse.specs.hardware import shorten
 from dfvg_dse.specs.deploy import EngineSupport, version_key
 from dfvg_dse.specs.engines import EngineProfile
 from dfvg_dse.specs.measurements import MeasurementSource
+from dfvg_dse.specs.serving import Workload
 from dfvg_dse.specs.parallel import (colocated_draft_device, group_device, group_name, implied_tensor,
                                      parse_group_name)
 from dfvg_dse.specs.hardware import show_value as shown
@@ -426,6 +428,10 @@ class Catalog(HeadLookup):
         except SpecError as err:  # name the option: the field alone (rank_probs[0]) means nothing to the user
             where = f"value {int(err.field[11:-1]) + 1}" if err.field.startswith("rank_probs[") else "the sum"
             raise InputError(f"acceptance {shown(text)}: {where} = {shown(err.value)}: {err.allowed}") from None
+
+    def workload(self, spec: str) -> Workload:
+        """A workload by name (models/workloads/NAME.toml), or a TOML or CSV file (catalog/workloads.py)."""
+        return read_workload(spec, spec_file(spec, "workload"), self.models_dirs)
 
     def tree_file(self, spec: str) -> Path | None:
         """The file a tree SPEC names: models/trees/NAME.toml for published:NAME, or the file itself;

@@ -25,6 +25,7 @@ cli.lazy_commands = {
     "reference": ("reference", "The reference decoder: small models (numpy, or torch in bfloat16) that really draft and verify."),
     "search": ("search",
                "Multi-objective search (tokens/s up, J/token or $/Mtoken down) over trees, schedules, batch and hardware."),
+    "serve-sim": ("serving", "Serve a design under load: Poisson arrivals, continuous batching, prefill; TTFT, TPOT, goodput."),
     "sensitivity": ("pipeline",
                     "Speedup of dfvg, amusd, specinfer and sps as one factor varies, and where the FPGA split stops paying."),
     "sweep": ("search", "Evaluate the whole space on its grid (vectorised) and write the exact Pareto front."),

@@ -17,7 +17,7 @@ import numpy as np
 from dfvg_dse.costs.parallel import communication_time_s, group_shard
 from dfvg_dse.costs.roofline import (COMPUTE, MEMORY, OVERHEAD, ForwardCost, RooflineTime, forward_cost, roofline_time,
                                      smooth_roofline_time)
-from dfvg_dse.costs.work import ForwardWork, forward_work, param_counts
+from dfvg_dse.costs.work import ForwardWork, forward_work, param_counts, streamed_weight_bytes
 from dfvg_dse.specs import DeviceSpec, ModelSpec
 from dfvg_dse.specs.engines import EngineProfile
 from dfvg_dse.specs.parallel import unit_of
@@ -86,11 +86,35 @@ def processor_forward_cost(model: ModelSpec, device: DeviceSpec, n_tokens, conte
         return shard.with_communication(communication_time_s(model, group, n_tokens, batch)
                                         + (group.pipeline - 1) * fixed)
     work = forward_work(model, n_tokens, context_tokens, batch, tree_pairs)
+    return _priced(model, device, work, np.asarray(n_tokens) * np.asarray(batch), batch, attention_efficiency)
+
+
+def mixed_forward_cost(model: ModelSpec, device: DeviceSpec, parts) -> ForwardCost:
+    """One forward over sequences in different phases, as a continuous-batching engine runs it:
+    `parts` lists (new tokens per sequence, context, sequences) triples (decodes at one context, a
+    prefill chunk over what is already cached). Their FLOPs and KV traffic add; the weights stream
+    once, for all rows together; collectives carry every row. Scalars only."""
+    rows = float(sum(n * b for n, _, b in parts))
+    sequences = float(sum(b for _, _, b in parts))
+    if device.parallel is not None:
+        group = device.parallel
+        shard = mixed_forward_cost(group_shard(model, device, stages=False), unit_of(device), parts)
+        fixed = (device.engine.forward_overhead_s if device.engine is not None else group.unit.forward_overhead_s)
+        return shard.with_communication(communication_time_s(model, group, rows, 1) + (group.pipeline - 1) * fixed)
+    works = [forward_work(model, n, c, b) for n, c, b in parts]
+    total = ForwardWork(*(sum(np.asarray(getattr(w, f), dtype=float) for w in works) for f in ForwardWork._fields))
+    total = total._replace(weight_bytes=np.asarray(streamed_weight_bytes(model, rows), dtype=float))
+    return _priced(model, device, total, rows, sequences, 1.0)
+
+
+def _priced(model: ModelSpec, device: DeviceSpec, work: ForwardWork, rows, sequences, attention_efficiency: float
+            ) -> ForwardCost:
+    """The time of a forward's work on one GPU or CPU: under the device's engine profile when it has
+    one, else its roofline. `rows` = new tokens x sequences; `sequences` pay the per-sequence overhead."""
     if device.engine is not None:  # a fitted engine profile replaces the roofline's efficiencies
-        return forward_cost(engine_roofline(model, device, work, device.engine, batch), work.flops, work.bytes)
+        return forward_cost(engine_roofline(model, device, work, device.engine, sequences), work.flops, work.bytes)
     peak = device.peak_for(model.compute_dtype) * device.eta_compute
     compute = work.attention_flops / (peak * attention_efficiency)
-    rows = np.asarray(n_tokens) * np.asarray(batch)
     bandwidth = device.main_memory.achieved_bandwidth_bytes_per_s
     if device.linear_row_ratios:  # measured: they time the linear layers whole, their products included
         memory = (work.weight_bytes * linear_row_ratio(device.linear_row_ratios, rows)

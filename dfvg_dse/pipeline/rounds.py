@@ -30,6 +30,7 @@ class RoundShape(NamedTuple):
     exact: bool
     sample_widths: np.ndarray  # (samples, levels): one row for a static tree, one per round for a dynamic rule
     sample_pairs: np.ndarray  # (samples,): sum over verified nodes (root included) of ancestors + 1
+    sample_tokens: np.ndarray | None = None  # a dynamic rule's Monte Carlo: tokens per round (bonus included)
 
 
 def rank0_chain_length(tree: TreeSpec) -> int:
@@ -88,7 +89,7 @@ def round_shape(config: DecodeConfig, rounds: int = 20000, seed: int = 0) -> Rou
     bonus = config.acceptance.matrix(sample.shape[1] + 1, 1)[:, 0][depth]
     hit = float(np.mean((est.round_tokens - 1 == depth) * bonus))
     return RoundShape(np.asarray(est.nodes_per_level, dtype=float), est.expected_tokens, hit, est.method == "exact",
-                      sample, _ancestor_pairs(sample))
+                      sample, _ancestor_pairs(sample), np.asarray(est.round_tokens, dtype=float))
 
 
 def _ancestor_pairs(widths: np.ndarray) -> np.ndarray:

@@ -170,3 +170,31 @@ def plot_fidelity(records: list[dict], path: str | Path, title: str) -> None:
     ax.legend(loc="upper left", fontsize=8)
     ax.set_title(title, fontsize=9)
     _save(plt, fig, path)
+
+
+def plot_serving(records: list[dict], path: str | Path, title: str, slo_tpot_s: float, slo_ttft_s: float) -> None:
+    """Latency against offered load, one line per design: TPOT (p50 solid, p90 dashed) and TTFT p90,
+    the SLOs as horizontal lines."""
+    import math
+
+    plt = _pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    designs = list(dict.fromkeys(r["design"] for r in records))
+    for i, name in enumerate(designs):
+        rows = sorted((r for r in records if r["design"] == name), key=lambda r: r["offered_rate_per_s"])
+        x = [r["offered_rate_per_s"] for r in rows]
+        colour = f"C{i}"
+        left.plot(x, [1e3 * r["tpot_s"]["p50"] for r in rows], marker="o", color=colour, label=f"{name} p50")
+        left.plot(x, [1e3 * r["tpot_s"]["p90"] for r in rows], linestyle="--", color=colour, label=f"{name} p90")
+        right.plot(x, [1e3 * r["ttft_s"]["p90"] for r in rows], marker="o", color=colour, label=name)
+    for ax, slo, what in ((left, slo_tpot_s, "TPOT"), (right, slo_ttft_s, "TTFT")):
+        if math.isfinite(slo):
+            ax.axhline(1e3 * slo, color="black", linewidth=0.9, linestyle=":", label=f"SLO {what} {1e3 * slo:g} ms")
+        ax.set_xlabel("offered load (requests/s)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    left.set_ylabel("time per output token (ms)")
+    right.set_ylabel("time to first token, p90 (ms)")
+    right.set_yscale("log")
+    fig.suptitle(title, fontsize=10)
+    _save(plt, fig, path)

@@ -11,7 +11,7 @@ from dfvg_dse import sim as sim_module
 from dfvg_dse.acceptance import expected_tokens
 from dfvg_dse.pipeline import estimate
 from dfvg_dse.pipeline.crosscheck import CASES, build_case
-from dfvg_dse.sim import _Histogram, _walk_tree, simulate
+from dfvg_dse.sim import _Histogram, walk_tree, simulate
 from dfvg_dse.specs import AcceptanceProfile, InputError
 from dfvg_dse.tree import parse_tree_spec
 
@@ -93,10 +93,10 @@ def test_walk_tree_samples_f_of_a_wide_tree(parts):
     tree = parse_tree_spec("parents:" + ",".join(["-1"] + ["0"] * 4096))
     profile = AcceptanceProfile("wide", tuple([0.5 / 4096] * 4096))
     table = profile.matrix(2, 4096)
-    accepted, rank0 = _walk_tree(tree, table, 200000, np.random.default_rng(1))
+    accepted, rank0 = walk_tree(tree, table, 200000, np.random.default_rng(1))
     assert accepted.mean() + 1 == pytest.approx(expected_tokens(tree, profile), abs=4 * 0.5 / math.sqrt(200000))
     chain = parse_tree_spec("kary:2x3")
-    accepted, rank0 = _walk_tree(chain, parts["profile"].matrix(4, 2), 100000, np.random.default_rng(2))
+    accepted, rank0 = walk_tree(chain, parts["profile"].matrix(4, 2), 100000, np.random.default_rng(2))
     assert accepted.mean() + 1 == pytest.approx(expected_tokens(chain, parts["profile"]), abs=0.02)
 
 

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from dfvg_dse.acceptance import expected_tokens_chain
 from dfvg_dse.catalog import Catalog
 from dfvg_dse.cli import cli
-from dfvg_dse.sim import _walk_tree
+from dfvg_dse.sim import walk_tree
 from dfvg_dse.specs import AcceptanceProfile, InputError
 from dfvg_dse.tree import chain, optimal_tree
 from dfvg_dse.tree.from_tau import geometric_ranks, rank_probs_from_tau, tokens_per_round
@@ -27,7 +27,7 @@ def _sampled_tokens(rank_probs, tree_tokens: int, tree_depth: int, rounds: int =
     """Mean tokens a round (bonus included) and its standard error, by walking the tree round by round."""
     profile = AcceptanceProfile("t", tuple(rank_probs))
     tree = chain(tree_depth) if tree_tokens == tree_depth else optimal_tree(profile, tree_tokens, tree_depth).tree
-    accepted, _ = _walk_tree(tree, profile.matrix(tree.depth, max(tree.ranks) + 1), rounds, np.random.default_rng(7))
+    accepted, _ = walk_tree(tree, profile.matrix(tree.depth, max(tree.ranks) + 1), rounds, np.random.default_rng(7))
     return 1.0 + accepted.mean(), accepted.std() / np.sqrt(rounds)
 
 
