@@ -235,7 +235,9 @@ def read_manifest(path: Path) -> dict:
 # what a design is expected to achieve, as recommended.json and exports carry it
 EXPECTED_METRICS = ("tokens_per_s", "tokens_per_s_per_sequence", "j_per_token", "usd_per_mtoken", "speedup_vs_ar",
                     "energy_efficiency_vs_ar", "round_time_s", "expected_tokens_per_round", "draft_time_s",
-                    "verify_time_s", "link_time_s")
+                    "verify_time_s", "link_time_s",
+                    # under load (search --rate): what users get at the offered rate
+                    "goodput_tokens_per_s", "slo_attainment", "ttft_p90_s", "tpot_p90_s", "speculate_max_batch")
 
 
 def expected_metrics(row) -> dict:

@@ -21,7 +21,7 @@ def run():
 COMMANDS = [[], ["hw"], ["hw", "list"], ["hw", "show"], ["models"], ["models", "list"], ["models", "show"], ["models", "heads"], ["models", "lookups"], ["drafters"],
             ["models", "import"], ["cost"], ["tree"], ["tree", "expected"], ["tree", "optimize"], ["tree", "show"],
             ["tree", "dynamic"], ["acceptance"], ["acceptance", "list"], ["acceptance", "show"], ["acceptance", "fit"], ["acceptance", "from-tau"],
-            ["acceptance", "verify"], ["estimate"], ["compare"], ["sensitivity"], ["search"], ["sweep"], ["pareto"],
+            ["acceptance", "verify"], ["estimate"], ["compare"], ["sensitivity"], ["search"], ["serve-sim"], ["sweep"], ["pareto"],
             ["export"], ["reference"], ["reference", "generate"], ["reference", "bench"], ["calibrate"], ["validate"],
             ["engines"], ["engines", "list"], ["engines", "show"], ["engines", "fit"]]
 

@@ -28,7 +28,8 @@ BOUND_S = 120  # a call past this is a hang (the slowest accepted calls here tak
 COMMANDS = [("hw", "list"), ("hw", "show"), ("models", "list"), ("models", "show"), ("models", "import"), ("cost",),
             ("tree", "expected"), ("tree", "optimize"), ("tree", "show"), ("tree", "dynamic"),
             ("acceptance", "list"), ("acceptance", "show"), ("acceptance", "verify"), ("acceptance", "fit"),
-            ("estimate",), ("compare",), ("sensitivity",), ("search",), ("sweep",), ("pareto",), ("export",)]
+            ("estimate",), ("compare",), ("sensitivity",), ("search",), ("sweep",), ("pareto",), ("export",),
+            ("serve-sim",)]
 
 EXTREME = ["", " ", "-1", "0", "1e309", "nan", "-inf", "9" * 40, "-" * 3, "é中文🙂", "a" * 300, ",", "1,,2",
            "0x10", "1-", "--json", "../../etc/passwd", "\x00", "1" * 300, "0.5," * 100]
@@ -48,9 +49,10 @@ GOOD = {
     "tokens": ["1", "1,2,4", "1-64:x2", "1-8"], "context": ["0", "512", "0-4096:1024"], "batch": ["1", "1,4"],
     "vary": ["batch", "acceptance", "link-latency", "target"], "values": ["1,2", "0.5,0.9", "qwen3-8b"],
     "trials": ["3", "5"], "rounds": ["200", "500"], "budget": ["8", "15", "64"], "p": ["0.5,0.3,0.2"],
-    "q": ["0.6,0.3,0.1"],
+    "q": ["0.6,0.3,0.1"], "rate_text": ["1", "0.5,2", "2,1"], "rate": ["1", "4"],
+    "workload": ["sharegpt-vllm", "azure-conv-2023", "mooncake-conversation"],
 }
-FAST = {"trials": ["2", "3", "5"], "rounds": ["100", "200", "500"], "repeats": ["1"]}  # work-size options: small
+FAST = {"trials": ["2", "3", "5"], "rounds": ["100", "200", "500"], "repeats": ["1"], "duration": ["2", "5"]}  # work-size options: small
 
 
 @pytest.fixture(scope="module")

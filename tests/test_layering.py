@@ -24,7 +24,7 @@ ALLOWED = {
     "serving.*": {"units", "specs", "costs", "acceptance", "pipeline", "sim"},
     "reference.*": {"units", "specs", "processes"},
     "validation.*": {"units", "specs", "costs", "acceptance", "tree", "pipeline", "reference"},
-    "search.*": {"units", "specs", "pipeline", "tree", "processes"},
+    "search.*": {"units", "specs", "pipeline", "tree", "processes", "serving"},
     "report.*": {"units", "specs", "costs", "acceptance", "tree", "pipeline", "sim", "search", "serving"},
     "export": {"units", "specs", "files", "report", "search", "tree"},
     "cli.*": {"units", "specs", "catalog", "report", "acceptance", "tree", "pipeline", "sim", "serving", "search", "export", "processes",

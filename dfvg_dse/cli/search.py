@@ -12,8 +12,8 @@ import click
 
 from dfvg_dse import __version__, export
 from dfvg_dse.catalog.studies import check_study
-from dfvg_dse.cli._base import SEED, cli, emit_json, engine_option
-from dfvg_dse.cli.space import DEFAULTS, search_request, search_space, space_summary, unpriced_warnings
+from dfvg_dse.cli._base import SEED, FiniteFloatRange, cli, emit_json, engine_option
+from dfvg_dse.cli.space import DEFAULTS, search_request, search_space, serving_request, space_summary, unpriced_warnings
 from dfvg_dse.pipeline.grid import FAMILIES, SCHEDULE_CHOICES, SearchSpace
 from dfvg_dse.pipeline.pareto import hypervolume
 from dfvg_dse.report.plots import plot_importance, plot_pareto
@@ -102,7 +102,7 @@ def _finish_run(path: Path, study, space: SearchSpace, chosen: dict, request: di
                                    "schedule": v["schedule"], "draft_device": v["draft_device"],
                                    "verify_device": v["verify_device"], "batch": v["batch"]}
                                for k, v in recommended.items()},
-               "importances": importances}
+               "importances": importances, **({"under_load": request["serving"]} if request.get("serving") else {})}
     if not recommended:
         reasons = frame.loc[~frame["feasible"], "reason"].value_counts()
         summary["no_feasible_design"] = str(reasons.index[0]) if len(reasons) else "no trial completed"
@@ -192,10 +192,22 @@ objectives_option = click.option(
               help="The drafter as a search dimension (repeat, two or more; instead of --draft and --acceptance): "
                    "one run per drafter in RUN/NAME, their joint front in RUN (docs/search.md).")
 @objectives_option
+@click.option("--rate", type=FiniteFloatRange(0, 1e6, min_open=True),
+              help="Search under load: serve every design at this many requests/s (docs/serving.md); the batch "
+                   "choices become the speculation cutoff, $/Mtoken is per million tokens of goodput.")
+@click.option("--workload", help="With --rate: request lengths [default: sharegpt-vllm].")
+@click.option("--slo-ttft", type=FiniteFloatRange(0, 1e7, min_open=True), help="With --rate: TTFT target, ms.")
+@click.option("--slo-tpot", type=FiniteFloatRange(0, 1e7, min_open=True), help="With --rate: TPOT target, ms.")
+@click.option("--duration", type=FiniteFloatRange(0, 3600, min_open=True),
+              help="With --rate: seconds of arrivals per design [default: 60].")
 @click.pass_context
 def search_cmd(ctx, study, target, draft, acceptance, verify_device, draft_device, method, trials, seed, sampler,
-               results_dir, run_id, resume, force, n_workers, storage, svg, as_json, objectives, drafters):
+               results_dir, run_id, resume, force, n_workers, storage, svg, as_json, objectives, drafters, rate,
+               workload, slo_ttft, slo_tpot, duration):
     """Multi-objective search (tokens/s up, J/token or $/Mtoken down) over trees, schedules, batch and hardware."""
+    serving = serving_request(rate, workload, slo_ttft, slo_tpot, duration)
+    if drafters and serving:
+        raise InputError("--rate with --drafter: a search under load takes one drafter for now (TODO(issue 20))")
     if drafters:
         from dfvg_dse.cli.drafter_search import search_drafters
         return search_drafters(ctx, drafters, study=study, target=target, draft=draft, acceptance=acceptance,
@@ -205,7 +217,7 @@ def search_cmd(ctx, study, target, draft, acceptance, verify_device, draft_devic
                                objectives=objectives)
     path, summary, plan, warnings = search_one(ctx, study, target, draft, acceptance, verify_device, draft_device,
                                                method, trials, seed, sampler, results_dir, run_id, resume, force,
-                                               n_workers, storage, svg, as_json, objectives)
+                                               n_workers, storage, svg, as_json, objectives, serving)
     for line in warnings:  # once the run is complete: a refused command says one line, its error
         click.echo(f"warning: {line}", err=True)
     if as_json:
@@ -215,19 +227,20 @@ def search_cmd(ctx, study, target, draft, acceptance, verify_device, draft_devic
 
 
 def search_one(ctx, study, target, draft, acceptance, verify_device, draft_device, method, trials, seed, sampler,
-               results_dir, run_id, resume, force, n_workers, storage, svg, quiet, objectives):
+               results_dir, run_id, resume, force, n_workers, storage, svg, quiet, objectives, serving=None):
     """One search run: (its folder, its summary, its plan, warnings to say once it is complete)."""
     started = time.time()
     base = export.results_dir(results_dir)
     run_id = run_id or (export.latest_run(base) if resume else
                         "search-" + datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S"))
-    request = search_request(ctx, study, target, draft, acceptance, verify_device, draft_device, method, objectives)
+    request = search_request(ctx, study, target, draft, acceptance, verify_device, draft_device, method, objectives,
+                             serving)
     joining = resume and storage is not None and not (base / run_id).is_dir()  # another machine's study
     if resume and not joining:
         # the space the run was started with (none when it was killed before its manifest was written)
         saved = export.read_manifest(base / run_id).get("request") if (base / run_id / "manifest.json").is_file() \
             else None
-        given = study or target or draft or acceptance or verify_device or draft_device or objectives or \
+        given = study or target or draft or acceptance or verify_device or draft_device or objectives or serving or \
             ctx.get_parameter_source("engine") is click.core.ParameterSource.COMMANDLINE
         if saved is not None and isinstance(saved, dict):  # runs before engine profiles priced with the roofline,
             # before plans sampled, before --objectives
@@ -297,9 +310,14 @@ def _print_summary(path: Path, summary: dict, plan: Plan) -> None:
     if "hypervolume_fraction" in summary and plan.method != "exact":
         click.echo(f"hypervolume of the front: {100 * summary['hypervolume_fraction']:.2f}% of the exact front over "
                    f"{summary['grid_points']:,} grid points")
+    load = summary.get("under_load")
+    if load:
+        click.echo(f"under load: {load['rate_per_s']:g} requests/s of {load['workload']}; tokens/s per sequence is 1 / "
+                   "mean TPOT there, the cost per token of goodput; the batch is the speculation cutoff")
     for name, rec in summary["recommended"].items():
+        batch = f"speculating up to batch {rec['batch']}" if load else f"batch {rec['batch']}"
         click.echo(f"{name:15s} {rec['tokens_per_s_per_sequence']:8.1f} tokens/s per sequence {_costs_text(rec)}  "
-                   f"{rec['family']}, {rec['schedule']}, batch {rec['batch']}, "
+                   f"{rec['family']}, {rec['schedule']}, {batch}, "
                    f"draft on {rec['draft_device']}, verify on {rec['verify_device']}")
     if "no_feasible_design" in summary:
         click.echo(f"no feasible design; most trials failed with: {summary['no_feasible_design']}")

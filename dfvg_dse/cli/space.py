@@ -3,26 +3,56 @@ and the summary of it a run's manifest keeps (docs/search.md, "Study files")."""
 
 from __future__ import annotations
 
+import math
+
 from dfvg_dse.catalog import CatalogError
 from dfvg_dse.cli._base import catalog_of
 from dfvg_dse.pipeline.grid import FAMILIES, SCHEDULE_CHOICES, SearchSpace, unpriced_devices
 from dfvg_dse.specs import InputError
 from dfvg_dse.specs.hardware import shorten
 from dfvg_dse.specs.objectives import DEFAULT_COST, SPEED_FLAG, cost_objective, parse_objectives
+from dfvg_dse.specs.serving import LoadSpec, ServingSetup
 
 DEFAULTS = {"target": "qwen3-8b", "draft": "qwen3-0.6b", "target_dtype": "float16", "draft_dtype": "bfloat16",
             "verify_devices": ["rtx-4090"], "draft_devices": ["v80", "u280", "rtx-4090", "xeon-silver-4310"]}
 
 
 def search_request(ctx, study: str | None, target, draft, acceptance, verify: tuple, drafts: tuple,
-                   method: str | None = None, objectives: str | None = None) -> dict:
+                   method: str | None = None, objectives: str | None = None, serving: dict | None = None) -> dict:
     """What the user asked for: the study file, checked and typed (Catalog.read_study), and the flags
-    (kept in the manifest for --resume); `objectives` as --objectives spells them."""
+    (kept in the manifest for --resume); `objectives` as --objectives spells them; `serving` the load
+    (serving_request), when the search runs under one."""
     choices = {"families": FAMILIES, "schedules": SCHEDULE_CHOICES}
     cost = parse_objectives(objectives) if objectives else DEFAULT_COST
     return {"study": catalog_of(ctx).read_study(study, choices) if study else {}, "study_path": study,
             "target": target, "draft": draft, "acceptance": acceptance, "verify": list(verify), "drafts": list(drafts),
-            "engine": ctx.obj.get("engine"), "cost": cost, **({"method": method} if method else {})}
+            "engine": ctx.obj.get("engine"), "cost": cost, **({"method": method} if method else {}),
+            **({"serving": serving} if serving else {})}
+
+
+SERVING_DEFAULTS = {"workload": "sharegpt-vllm", "duration_s": 60.0}
+
+
+def serving_request(rate, workload, slo_ttft_ms, slo_tpot_ms, duration_s) -> dict | None:
+    """The load flags of a search as the manifest keeps them; None without --rate (the others need it)."""
+    if rate is None:
+        given = [name for name, value in (("--workload", workload), ("--slo-ttft", slo_ttft_ms),
+                                          ("--slo-tpot", slo_tpot_ms), ("--duration", duration_s)) if value is not None]
+        if given:
+            raise InputError(f"{given[0]}: only with --rate (a search under load)")
+        return None
+    return {"rate_per_s": rate, "workload": workload or SERVING_DEFAULTS["workload"], "slo_ttft_ms": slo_ttft_ms,
+            "slo_tpot_ms": slo_tpot_ms, "duration_s": duration_s or SERVING_DEFAULTS["duration_s"]}
+
+
+def serving_setup(catalog, serving: dict | None) -> ServingSetup | None:
+    """The ServingSetup of a request's load (a saved manifest's too)."""
+    if not serving:
+        return None
+    ms = lambda value: math.inf if value is None else value * 1e-3  # noqa: E731
+    load = LoadSpec(serving["rate_per_s"], serving["duration_s"], ms(serving.get("slo_ttft_ms")),
+                    ms(serving.get("slo_tpot_ms")))
+    return ServingSetup(catalog.workload(serving["workload"]), load)
 
 
 def search_space(ctx, request: dict, catalog=None) -> tuple[SearchSpace, dict]:
@@ -98,7 +128,8 @@ def search_space(ctx, request: dict, catalog=None) -> tuple[SearchSpace, dict]:
     sized = [name for name in ("budgets", "depths") if name in space]  # Sequoia's DP is refused past its size
     result = from_study(f"[space] {' and '.join(sized)}" if sized else None, SearchSpace, target_model, draft_model,
                         profile, verifiers, drafters, tuple(link_specs), sync_s=defaults.sync_per_round_s,
-                        record_bytes=defaults.token_record_bytes, cost=request.get("cost", DEFAULT_COST), **kwargs)
+                        record_bytes=defaults.token_record_bytes, cost=request.get("cost", DEFAULT_COST),
+                        serving=serving_setup(catalog, request.get("serving")), **kwargs)
     return result, chosen
 
 
@@ -110,7 +141,17 @@ def space_summary(space: SearchSpace) -> dict:
             "fpga_clocks_mhz": space.fpga_clocks_mhz, "context": space.context,
             "verify_devices": [d.name for d in space.verify_devices],
             "draft_devices": [d.name for d in space.draft_devices], "links": {k: v.name for k, v in space.links},
-            "cost": space.cost}
+            "cost": space.cost, **({"serving": {"workload": space.serving.workload.name,
+                                                  "rate_per_s": space.serving.load.rate_per_s,
+                                                  "slo_ttft_s": _finite(space.serving.load.slo_ttft_s),
+                                                  "slo_tpot_s": _finite(space.serving.load.slo_tpot_s),
+                                                  "duration_s": space.serving.load.duration_s,
+                                                  "min_slo_attainment": space.serving.min_attainment}}
+                                    if space.serving is not None else {})}
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
 
 
 def unpriced_warnings(space: SearchSpace) -> list[str]:

@@ -69,6 +69,7 @@ class SearchSpace:
     adapt_rounds: int = 1000
     name: str = "default"
     cost: str = DEFAULT_COST  # the minimised objective (specs/objectives.py): j_per_token or usd_per_mtoken
+    serving: object = None  # specs.serving.ServingSetup: designs served under this load (search/serving.py)
 
     def __post_init__(self) -> None:
         if not isinstance(self.cost, str) or self.cost not in COSTS:

@@ -21,6 +21,7 @@ import pandas as pd
 from dfvg_dse.pipeline.grid import (SCHEDULE_CHOICES, Grid, SearchSpace, adapt_estimate, adapt_rule, build_grid,
                                     build_shapes, evaluate_grid, evaluate_points, fpga_variant,
                                     shape_key, unpriced_reason)
+from dfvg_dse.search.serving import SLO_CONSTRAINT, serve_point
 from dfvg_dse.specs import DecodeConfig, SystemSpec
 from dfvg_dse.specs.decoding import dynamic_reason, overlap_reason
 from dfvg_dse.specs.objectives import cost_objective
@@ -173,6 +174,10 @@ def evaluate_point(space: SearchSpace, point: dict) -> dict:
         drafter = fpga_variant(drafter, point["fpga_pe_fraction"], point["fpga_clock_mhz"])
     verify_idx = [d.name for d in space.verify_devices].index(point["verify_device"])
     verifier = space.verify_devices[verify_idx]
+    if space.serving is not None:
+        prepared = prepare(space)
+        return serve_point(space, point, drafter, verifier, prepared.shapes, prepared.lookup,
+                           cost_objective(space.cost).needs_price)
     if point["family"] == "adapt":
         return _evaluate_adapt(space, point, drafter, verifier)
     prepared = prepare(space)
@@ -252,6 +257,11 @@ def _evaluate_adapt(space: SearchSpace, point: dict, drafter, verifier) -> dict:
 CONSTRAINT_NAMES = ("width_over_lanes", "memory_over_capacity_gb", "placement")
 
 
+def constraint_names(space: SearchSpace) -> tuple[str, ...]:
+    """The constraints of a space's trials: the SLO shortfall too when designs are served under load."""
+    return CONSTRAINT_NAMES + ((SLO_CONSTRAINT,) if space.serving is not None else ())
+
+
 def objective_values(space: SearchSpace, record: dict) -> tuple[float, float]:
     """The two objectives of a record, as the sampler takes them: a design without a value (no
     price, nothing evaluated) reports INFEASIBLE_VALUES, never nan."""
@@ -272,7 +282,9 @@ def make_objective(space: SearchSpace):
             constraints = record.pop("constraints")
             priced[key] = (constraints, json.dumps(record), objective_values(space, record))
         constraints, text, values = priced[key]
-        for name, value in zip(CONSTRAINT_NAMES, constraints):
+        names = constraint_names(space)
+        constraints = (*constraints, *(-1.0,) * (len(names) - len(constraints)))  # a record without the SLO's
+        for name, value in zip(names, constraints):
             trial.set_constraint(name, value)  # feasible when every value is <= 0
         trial.set_user_attr("record", text)  # one write per trial, not one per field
         return values

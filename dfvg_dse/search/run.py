@@ -87,6 +87,12 @@ def plan_search(space: SearchSpace, method: str, trials: int, seed: int = 0,
     of the whole grid is."""
     if method not in METHODS:
         raise InputError(f"--method {method!r}: allowed: {', '.join(METHODS)}")
+    if space.serving is not None:  # every design is served under load: there is no closed-form grid to scan
+        if method in ("exact", "seeded"):
+            raise InputError(f"--method {method}: a search under load (--rate) serves each design; it has no grid "
+                             "(use --method optuna or auto)")
+        return Plan("optuna", f"every design served under {space.serving.load.rate_per_s:g} requests/s "
+                    "(no closed-form grid under load)", 0)
     static = [f for f in space.families if f != "adapt"]
     shapes = prepare(space).shapes if static else []
     size = grid_size(space, shapes) if shapes else 0

@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from dfvg_dse.costs import memory_fit, mixed_forward_cost, processor_forward_cost
+from dfvg_dse.costs import device_forward_cost, memory_fit, mixed_forward_cost, processor_forward_cost
 from dfvg_dse.pipeline.energy import device_energy_j, devices_price_usd_per_s, energy
 from dfvg_dse.pipeline.rounds import round_shape, stage_times
 from dfvg_dse.pipeline.schedule import feasibility, timeline
@@ -47,9 +47,12 @@ class IterationCosts(NamedTuple):
     expected_tokens: float  # the round shape's expected tokens per sequence
     busy_power_w: float  # during a prefill: the verifier busy, a separate drafter idle
     idle_power_w: float  # every device idle
+    draft_prefill_power_w: float  # the device that fills the draft's cache, busy
     price_usd_per_s: float | None
     kv_capacity_tokens: float  # the verifier's KV cache, in tokens of the target
     speculative: bool
+    draft_prefills: bool  # a draft model or head must fill its own cache with each prompt (a lookup does not)
+    draft_on_verifier: bool  # ... on the verifier itself (its prefill adds to the forward), or on its own device
     warnings: tuple[str, ...]
 
 
@@ -170,10 +173,19 @@ def iteration_costs(config: DecodeConfig, batching: BatchingSpec, contexts: np.n
         spec_verify_busy_s=rows(spec[4]), ar_step_s=rows(ar_s), ar_energy_j=rows(ar_energy),
         verify_tokens=verify_tokens, tree_nodes=nodes, token_pool=np.asarray(pool, dtype=float),
         expected_tokens=expected, busy_power_w=busy, idle_power_w=idle,
+        draft_prefill_power_w=float(system.draft.decode_power_w),
         price_usd_per_s=devices_price_usd_per_s(devices), kv_capacity_tokens=kv_capacity_tokens(config, batching),
-        speculative=speculative, warnings=tuple(warnings))
+        speculative=speculative,
+        draft_prefills=speculative and not getattr(config.draft, "drafts_by_lookup", False),
+        draft_on_verifier=same, warnings=tuple(warnings))
 
 
 def forward_s(config: DecodeConfig, parts) -> float:
     """One forward on the verifier over (new tokens, context, sequences) parts (costs.mixed_forward_cost)."""
     return float(mixed_forward_cost(config.target, config.system.verify, parts).time_s)
+
+
+def draft_prefill_s(config: DecodeConfig, parts) -> float:
+    """The drafter filling its own cache with prompt chunks (new tokens, cached tokens, 1) on its device:
+    a draft model runs its layers over them, a head its layer over the target's features."""
+    return float(sum(float(device_forward_cost(config.draft, config.system.draft, n, c, b).time_s) for n, c, b in parts))

@@ -20,11 +20,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from dfvg_dse.serving.costs import IterationCosts, forward_s
+from dfvg_dse.serving.costs import IterationCosts, draft_prefill_s, forward_s
 from dfvg_dse.specs import DecodeConfig, InputError
 from dfvg_dse.specs.serving import BatchingSpec, LoadSpec, Workload
 
 MAX_REQUESTS = 2_000_000
+# iterations a run may need at most: every output token in an iteration of its own, every prompt in
+# chunks; past this (about ten minutes of CPU) a run is refused up front
+MAX_ITERATIONS = 20_000_000
 DRAW_BLOCK = 1 << 16  # pool indices drawn at once
 
 
@@ -89,6 +92,11 @@ def run(config: DecodeConfig, costs: IterationCosts, requests: Requests, batchin
         raise InputError(f"serving: a request of {prompt[worst]:,} prompt + {output[worst]:,} output tokens needs more KV "
                          f"cache than '{config.system.verify.name}' holds ({costs.kv_capacity_tokens:,.0f} tokens of "
                          f"{config.target.name}): shorten the lengths or use more GPUs")
+    bound = float(output.sum()) + (float(np.ceil(prompt / batching.chunk_tokens).sum()) if batching.chunk_tokens else n)
+    if bound > MAX_ITERATIONS:
+        raise InputError(f"serving: {n:,} requests may take up to {bound:,.0f} iterations, past the "
+                         f"{MAX_ITERATIONS:,} limit (about ten minutes): shorten --duration, lower --rate or raise "
+                         "--chunk-tokens")
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(2,)))
     pool, contexts = costs.token_pool, costs.contexts
     draws, cursor = rng.integers(0, len(pool), DRAW_BLOCK), 0
@@ -154,9 +162,18 @@ def run(config: DecodeConfig, costs: IterationCosts, requests: Requests, batchin
                 extra = (forward_s(config, decode + parts) - forward_s(config, decode) if decode else
                          forward_s(config, parts)) if parts else 0.0
             prefill_tokens += sum(k for k, _, _ in parts)
-            dt += extra
             v_busy += extra
             e += extra * costs.busy_power_w
+            if costs.draft_prefills and parts:  # the drafter fills its cache with the same chunks
+                draft = draft_prefill_s(config, parts)
+                e += draft * costs.draft_prefill_power_w
+                if costs.draft_on_verifier:  # one device: the draft's forwards follow the target's
+                    extra += draft
+                    v_busy += draft
+                else:  # its own device, beside the target's chunk
+                    extra = max(extra, draft)
+                    d_busy += draft
+            dt += extra
         t_next = t + dt
         if b and not prefill_only:
             decode_iters += 1

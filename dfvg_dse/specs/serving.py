@@ -159,3 +159,18 @@ class LoadSpec:
                 raise SpecError(name, getattr(self, name), "must be a positive number of seconds")
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
             raise SpecError("seed", self.seed, "must be an integer >= 0")
+
+
+@dataclass(frozen=True)
+class ServingSetup:
+    """The load a search prices its designs under (`search --rate`, docs/serving.md): a design must
+    keep `min_attainment` of its requests within both SLOs."""
+
+    workload: Workload
+    load: LoadSpec
+    batching: BatchingSpec = BatchingSpec()
+    min_attainment: float = 0.9
+
+    def __post_init__(self) -> None:
+        if not 0 < self.min_attainment <= 1:
+            raise SpecError("min_attainment", self.min_attainment, "must be in (0, 1]")

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from dfvg_dse.costs import processor_forward_cost
+from dfvg_dse.costs import device_forward_cost, processor_forward_cost
 from dfvg_dse.pipeline import estimate
 from dfvg_dse.serving import design_costs, serve
 from dfvg_dse.specs import DecodeConfig, InputError, SystemSpec
@@ -151,3 +151,33 @@ def test_goodput_counts_requests_within_both_slos(catalog):
     tight = serve(config, costs, workload, LoadSpec(2.0, 20.0, slo_tpot_s=1e-6), batching).metrics
     only_one_token = tight.slo_attainment  # a request of one output token has no TPOT to miss
     assert only_one_token < 0.05 and math.isclose(tight.throughput_requests_per_s, loose.throughput_requests_per_s)
+
+
+@pytest.mark.parametrize("placement", ["fpga", "colocated"])
+def test_the_drafter_fills_its_cache_with_the_prompt(catalog, placement):
+    """Alone, a prompt's first token waits for the target's prefill and the draft model's: side by side
+    on two devices (the longer), one after the other on one."""
+    config, p = _dfvg(catalog), 700
+    if placement == "colocated":
+        gpu = config.system.verify
+        config = dataclasses.replace(config, system=SystemSpec(gpu, gpu), schedule="sequential", gpu_fill=False)
+    workload = _trace(p, 4, 3, 30.0)
+    batching = BatchingSpec(max_batch=8, chunk_tokens=2048)
+    m = serve(config, design_costs(config, workload, batching), workload, LoadSpec(1.0), batching).metrics
+    target = float(processor_forward_cost(config.target, config.system.verify, p, 0, 1).time_s)
+    draft = float(device_forward_cost(config.draft, config.system.draft, p, 0, 1).time_s)
+    expected = max(target, draft) if placement == "fpga" else target + draft
+    assert m.ttft_s["p50"] == pytest.approx(expected, rel=1e-9)
+    assert draft > 0.1 * target  # the drafter's share is not negligible here
+
+
+def test_a_lookup_drafter_adds_nothing_to_the_prefill(catalog):
+    cat = catalog.with_engine("trtllm")
+    gpu = cat.device("h100-sxm")
+    target = cat.model("llama-3.1-8b")
+    config = DecodeConfig(target, SystemSpec(gpu, gpu), cat.draft("prompt-lookup", target.name),
+                          cat.acceptance("0.5"), tree=parse_tree_spec("chain:3"), name="lookup")
+    workload = _trace(500, 4, 3, 30.0)
+    batching = BatchingSpec(max_batch=8)
+    m = serve(config, design_costs(config, workload, batching), workload, LoadSpec(1.0), batching).metrics
+    assert m.ttft_s["p50"] == pytest.approx(float(processor_forward_cost(target, gpu, 500, 0, 1).time_s), rel=1e-9)
