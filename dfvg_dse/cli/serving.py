@@ -12,8 +12,8 @@ from dfvg_dse.cli._base import (SEED, FiniteFloatRange, catalog_of, cli, emit_js
 from dfvg_dse.cli._design import build_design, design_options
 from dfvg_dse.files import check_plot_path, write_plot
 from dfvg_dse.report.plots import plot_serving
-from dfvg_dse.report.serving import SERVING_HEADER, crossovers, serving_record, serving_rows
-from dfvg_dse.serving import design_costs, serve
+from dfvg_dse.report.serving import SERVING_HEADER, crossover_text, crossovers, serving_record, serving_rows
+from dfvg_dse.serving import check_iterations, check_request_count, design_costs, draw_requests, serve
 from dfvg_dse.specs import InputError, SystemSpec
 from dfvg_dse.specs.serving import BatchingSpec, LoadSpec
 
@@ -24,6 +24,8 @@ DEFAULT_WORKLOAD = "sharegpt-vllm"
 def _rates(text: str) -> list[float]:
     """'2' or '0.5,1,2,4' -> ascending request rates per second."""
     try:
+        if "_" in text:  # float() reads 1_0 as 10
+            raise ValueError
         rates = [float(part) for part in text.split(",")]
     except ValueError:
         raise InputError(f"--rate {text!r}: expected requests per second, one or a comma-separated list: 2 or "
@@ -89,12 +91,20 @@ def serve_sim_cmd(ctx, workload, rate_text, duration, max_batch, chunk_tokens, s
     if rate_text is not None and load_shape.arrivals_s:
         raise InputError(f"--rate {rate_text}: the trace {workload} gives each request's arrival_s; drop --rate")
     plot = check_plot_path(plot_path) if plot_path else None
-    rates = _rates(rate_text) if rate_text else [len(load_shape.arrivals_s) / max(load_shape.arrivals_s[-1], 1e-9)]
+    if load_shape.arrivals_s:  # the trace's own arrivals: its span is the window (a burst at 0: one second)
+        span = load_shape.arrivals_s[-1] or 1.0
+        rates, duration = [len(load_shape.arrivals_s) / span], span
+    else:
+        rates = _rates(rate_text)
     prompt, output = load_shape.prompt.expected(), load_shape.output.expected()
     config = build_design(ctx, rounds=rounds, batch=1, context=int(round(prompt + output / 2)), **design)
     designs = {"design": dataclasses.replace(config, name="design"), **_baselines(config, baseline)}
     batching = BatchingSpec(max_batch, chunk_tokens, speculate_max_batch, kv_fraction)
     slo = (slo_ttft * 1e-3 if slo_ttft else math.inf, slo_tpot * 1e-3 if slo_tpot else math.inf)
+    loads = [LoadSpec(rate, duration, *slo, seed=seed) for rate in rates]
+    for load in loads:  # every rate's work bounded before any is done
+        check_request_count(load)
+        check_iterations(draw_requests(load_shape, load), batching)
     records, warnings = [], []
     progress = progress_line("serve-sim", as_json)
     with progress:
@@ -102,10 +112,11 @@ def serve_sim_cmd(ctx, workload, rate_text, duration, max_batch, chunk_tokens, s
             progress(i + 1, len(designs), f"{name}: {len(rates)} rate(s)")
             costs = design_costs(cfg, load_shape, batching, seed)
             warnings += [f"{name}: {w}" for w in costs.warnings]
-            for rate in rates:
-                load = LoadSpec(rate, duration, *slo, seed=seed)
-                records.append(serving_record(name, rate, serve(cfg, costs, load_shape, load, batching).metrics))
-    summary = crossovers(records, "design", [n for n in designs if n != "design"]) if len(rates) > 1 else []
+            for load in loads:
+                records.append(serving_record(name, load.rate_per_s,
+                                              serve(cfg, costs, load_shape, load, batching).metrics))
+    with_slos = bool(slo_ttft or slo_tpot)
+    summary = crossovers(records, "design", [n for n in designs if n != "design"], with_slos) if len(rates) > 1 else []
     document = {"workload": {"name": load_shape.name, "source": load_shape.source, "mean_prompt_tokens": prompt,
                              "mean_output_tokens": output},
                 "batching": dataclasses.asdict(batching), "slo_ttft_s": slo[0] if slo_ttft else None,
@@ -126,14 +137,8 @@ def serve_sim_cmd(ctx, workload, rate_text, duration, max_batch, chunk_tokens, s
                + (f"chunked prefill {chunk_tokens} tokens" if chunk_tokens else "prefill alone"))
     emit_table(serving_rows(records), SERVING_HEADER)
     for c in summary:
-        click.echo(f"design against {c['baseline']}: stops paying from {_rate_text(c['stops_paying_from_rate'])} "
-                   f"(median TPOT no better from {_rate_text(c['tpot_no_better_from_rate'])}, SLO attainment lower "
-                   f"from {_rate_text(c['slo_attainment_lower_from_rate'])}); sustains "
-                   f"{_rate_text(c['design_slo_capacity_per_s'], 'no rate')} within the SLOs, {c['baseline']} "
-                   f"{_rate_text(c['baseline_slo_capacity_per_s'], 'no rate')}")
+        click.echo(crossover_text(c, with_slos))
     if plot is not None:
         click.echo(f"plot: {plot}")
 
 
-def _rate_text(rate, none: str = "never (over this sweep)") -> str:
-    return none if rate is None else f"{rate:g} requests/s"

@@ -11,6 +11,7 @@ from dfvg_dse.pipeline.grid import FAMILIES, SCHEDULE_CHOICES, SearchSpace, unpr
 from dfvg_dse.specs import InputError
 from dfvg_dse.specs.hardware import shorten
 from dfvg_dse.specs.objectives import DEFAULT_COST, SPEED_FLAG, cost_objective, parse_objectives
+from dfvg_dse.serving import check_request_count
 from dfvg_dse.specs.serving import LoadSpec, ServingSetup
 
 DEFAULTS = {"target": "qwen3-8b", "draft": "qwen3-0.6b", "target_dtype": "float16", "draft_dtype": "bfloat16",
@@ -52,7 +53,12 @@ def serving_setup(catalog, serving: dict | None) -> ServingSetup | None:
     ms = lambda value: math.inf if value is None else value * 1e-3  # noqa: E731
     load = LoadSpec(serving["rate_per_s"], serving["duration_s"], ms(serving.get("slo_ttft_ms")),
                     ms(serving.get("slo_tpot_ms")))
-    return ServingSetup(catalog.workload(serving["workload"]), load)
+    workload = catalog.workload(serving["workload"])
+    if workload.arrivals_s:
+        raise InputError(f"--workload {serving['workload']}: a trace with arrival_s sets its own arrivals; a search "
+                         "under load draws them at --rate (drop the arrival_s column)")
+    check_request_count(load)
+    return ServingSetup(workload, load)
 
 
 def search_space(ctx, request: dict, catalog=None) -> tuple[SearchSpace, dict]:

@@ -184,9 +184,10 @@ def plot_serving(records: list[dict], path: str | Path, title: str, slo_tpot_s: 
         rows = sorted((r for r in records if r["design"] == name), key=lambda r: r["offered_rate_per_s"])
         x = [r["offered_rate_per_s"] for r in rows]
         colour = f"C{i}"
-        left.plot(x, [1e3 * r["tpot_s"]["p50"] for r in rows], marker="o", color=colour, label=f"{name} p50")
-        left.plot(x, [1e3 * r["tpot_s"]["p90"] for r in rows], linestyle="--", color=colour, label=f"{name} p90")
-        right.plot(x, [1e3 * r["ttft_s"]["p90"] for r in rows], marker="o", color=colour, label=name)
+        ms = lambda v: math.nan if v is None else 1e3 * v  # noqa: E731  (a run without requests: a gap)
+        left.plot(x, [ms(r["tpot_s"]["p50"]) for r in rows], marker="o", color=colour, label=f"{name} p50")
+        left.plot(x, [ms(r["tpot_s"]["p90"]) for r in rows], linestyle="--", color=colour, label=f"{name} p90")
+        right.plot(x, [ms(r["ttft_s"]["p90"]) for r in rows], marker="o", color=colour, label=name)
     for ax, slo, what in ((left, slo_tpot_s, "TPOT"), (right, slo_ttft_s, "TTFT")):
         if math.isfinite(slo):
             ax.axhline(1e3 * slo, color="black", linewidth=0.9, linestyle=":", label=f"SLO {what} {1e3 * slo:g} ms")

@@ -176,8 +176,11 @@ def evaluate_point(space: SearchSpace, point: dict) -> dict:
     verifier = space.verify_devices[verify_idx]
     if space.serving is not None:
         prepared = prepare(space)
-        return serve_point(space, point, drafter, verifier, prepared.shapes, prepared.lookup,
-                           cost_objective(space.cost).needs_price)
+        record = serve_point(space, point, drafter, verifier, prepared.shapes, prepared.lookup,
+                             cost_objective(space.cost).needs_price)
+        # a design that could not be served has no objectives: INFEASIBLE_VALUES, as any other
+        return record if "tokens_per_s_per_sequence" in record else \
+            _infeasible(record["reason"], record["constraints"])
     if point["family"] == "adapt":
         return _evaluate_adapt(space, point, drafter, verifier)
     prepared = prepare(space)

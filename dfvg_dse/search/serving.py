@@ -57,12 +57,11 @@ def serve_point(space: SearchSpace, point: dict, drafter, verifier, shapes, look
         m = serve(config, costs, setup.workload, setup.load, batching).metrics
     except InputError as err:  # the verifier's cache cannot hold a request of the workload
         return {"feasible": False, "reason": str(err), "constraints": (-1.0, 1.0, -1.0, 1.0)}
-    window = m.requests / m.rate_per_s if m.rate_per_s else 0.0
-    good_tokens = m.goodput_tokens_per_s * window
     price = costs.price_usd_per_s
-    usd = None if price is None or not good_tokens else price * m.duration_s / good_tokens * 1e6
-    shortfall = setup.min_attainment - m.slo_attainment
-    reason = "" if shortfall <= 0 else (f"{m.slo_attainment:.0%} of requests within the SLOs at {setup.load.rate_per_s:g} "
+    usd = None if price is None or not m.good_output_tokens else price * m.duration_s / m.good_output_tokens * 1e6
+    attainment = 1.0 if m.slo_attainment is None else m.slo_attainment  # no request drawn: nothing missed
+    shortfall = setup.min_attainment - attainment
+    reason = "" if shortfall <= 0 else (f"{attainment:.0%} of requests within the SLOs at {setup.load.rate_per_s:g} "
                                         f"requests/s, under the {setup.min_attainment:.0%} required")
     placement = -1.0
     if not reason and needs_price and usd is None:
@@ -72,7 +71,7 @@ def serve_point(space: SearchSpace, point: dict, drafter, verifier, shapes, look
             "tokens_per_s": m.throughput_tokens_per_s,
             "tokens_per_s_per_sequence": 1.0 / tpot if tpot else None,
             "j_per_token": m.j_per_token, "usd_per_mtoken": usd,
-            "goodput_tokens_per_s": m.goodput_tokens_per_s, "slo_attainment": m.slo_attainment,
+            "goodput_tokens_per_s": m.goodput_tokens_per_s, "slo_attainment": attainment,
             "ttft_p90_s": m.ttft_s["p90"], "tpot_p50_s": m.tpot_s["p50"], "tpot_p90_s": m.tpot_s["p90"],
             "speculative_share": m.speculative_share, "mean_decode_batch": m.mean_decode_batch,
             "speculate_max_batch": int(point["batch"]), "expected_tokens_per_round": costs.expected_tokens,

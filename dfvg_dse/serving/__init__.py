@@ -8,7 +8,7 @@ from typing import NamedTuple
 import numpy as np
 
 from dfvg_dse.serving.costs import IterationCosts, context_grid, iteration_costs
-from dfvg_dse.serving.engine import Outcome, Requests, draw_requests, run
+from dfvg_dse.serving.engine import Outcome, Requests, check_iterations, check_request_count, draw_requests, run
 from dfvg_dse.serving.metrics import ServingMetrics, serving_metrics
 from dfvg_dse.specs import DecodeConfig
 from dfvg_dse.specs.serving import BatchingSpec, LoadSpec, Workload
@@ -47,5 +47,6 @@ def first_rate_where(rates, worse) -> float | None:
 
 
 __all__ = ["BatchingSpec", "IterationCosts", "LoadSpec", "Outcome", "Requests", "ServingMetrics", "ServingRun",
+           "check_iterations", "check_request_count",
            "Workload", "design_costs", "draw_requests", "first_rate_where", "iteration_costs", "run", "serve",
            "serving_metrics", "workload_contexts"]

@@ -45,9 +45,11 @@ class IterationCosts(NamedTuple):
     tree_nodes: float  # expected draft tokens per sequence per round
     token_pool: np.ndarray  # (POOL_ROUNDS,) tokens per round per sequence, bonus included
     expected_tokens: float  # the round shape's expected tokens per sequence
-    busy_power_w: float  # during a prefill: the verifier busy, a separate drafter idle
     idle_power_w: float  # every device idle
-    draft_prefill_power_w: float  # the device that fills the draft's cache, busy
+    verify_busy_w: float  # the verifier's decode and idle powers
+    verify_idle_w: float
+    draft_busy_w: float  # a drafter on its own device (0 when it shares the verifier, or for AR)
+    draft_idle_w: float
     price_usd_per_s: float | None
     kv_capacity_tokens: float  # the verifier's KV cache, in tokens of the target
     speculative: bool
@@ -56,12 +58,13 @@ class IterationCosts(NamedTuple):
     warnings: tuple[str, ...]
 
 
-def batch_grid(max_batch: int) -> np.ndarray:
-    """Every batch up to BATCH_EXACT, then one per BATCH_RATIO step, and max_batch itself."""
+def batch_grid(max_batch: int, exact: tuple[int, ...] = ()) -> np.ndarray:
+    """Every batch up to BATCH_EXACT, then one per BATCH_RATIO step, max_batch itself and the batches
+    `exact` (a speculation cutoff and the batch above it, so the step between them is not blurred)."""
     grid = list(range(1, min(max_batch, BATCH_EXACT) + 1))
     while grid[-1] < max_batch:
         grid.append(min(max_batch, int(np.ceil(grid[-1] * BATCH_RATIO))))
-    return np.asarray(grid)
+    return np.unique(np.asarray(grid + [b for b in exact if 1 <= b <= max_batch]))
 
 
 def context_grid(low: int, high: int) -> np.ndarray:
@@ -142,8 +145,9 @@ def iteration_costs(config: DecodeConfig, batching: BatchingSpec, contexts: np.n
     same = system.draft.name == system.verify.name
     devices = [system.verify] if (same or not speculative) else [system.draft, system.verify]
     idle = float(sum(d.idle_power_w for d in devices))
-    busy = float(system.verify.decode_power_w + (0.0 if (same or not speculative) else system.draft.idle_power_w))
-    grid = batch_grid(batching.max_batch)
+    apart = speculative and not same
+    cap = batching.speculate_max_batch or batching.max_batch
+    grid = batch_grid(batching.max_batch, (cap, cap + 1))
     ar = processor_forward_cost(target, system.verify, 1, contexts[None, :], grid[:, None])
     ar_s = np.asarray(ar.time_s, dtype=float)
     warnings: list[str] = []
@@ -152,7 +156,6 @@ def iteration_costs(config: DecodeConfig, batching: BatchingSpec, contexts: np.n
         spec, pool, expected, nodes, verify_tokens = (nan,) * 5, np.ones(1), 1.0, 0.0, 1
     else:
         shape = round_shape(dataclasses.replace(config, batch=1), rounds, seed)
-        cap = batching.speculate_max_batch or batching.max_batch
         spec = np.stack([_spec_row(config, shape, int(b), contexts, b <= cap) for b in grid], axis=1)
         pool, expected = _token_pool(config, shape, seed), float(shape.expected_tokens)
         if shape.sample_tokens is None and abs(pool.mean() - expected) > 0.02 * expected:
@@ -161,6 +164,11 @@ def iteration_costs(config: DecodeConfig, batching: BatchingSpec, contexts: np.n
             pool = _mean_preserving(pool, expected)
         nodes = float(shape.widths.sum())
         verify_tokens = int(np.ceil(nodes)) + 1
+        if batching.chunk_tokens and min(cap, batching.max_batch) * verify_tokens > batching.chunk_tokens:
+            warnings.append(f"serving: at most {batching.chunk_tokens // verify_tokens} sequences speculate per iteration "
+                            f"under the {batching.chunk_tokens:,}-token budget ({verify_tokens} verify tokens each, as "
+                            "vLLM counts them): the others wait their turn and prompts wait for what is left; raise "
+                            "--chunk-tokens to serve more at once")
         if np.all(np.isnan(spec[0])):
             warnings.append("serving: the design is infeasible at every batch and context of this load "
                             "(draft or verify memory): every iteration decodes autoregressively")
@@ -172,8 +180,9 @@ def iteration_costs(config: DecodeConfig, batching: BatchingSpec, contexts: np.n
         spec_energy_j=rows(spec[2]), spec_draft_busy_s=rows(spec[3]),
         spec_verify_busy_s=rows(spec[4]), ar_step_s=rows(ar_s), ar_energy_j=rows(ar_energy),
         verify_tokens=verify_tokens, tree_nodes=nodes, token_pool=np.asarray(pool, dtype=float),
-        expected_tokens=expected, busy_power_w=busy, idle_power_w=idle,
-        draft_prefill_power_w=float(system.draft.decode_power_w),
+        expected_tokens=expected, idle_power_w=idle, verify_busy_w=float(system.verify.decode_power_w),
+        verify_idle_w=float(system.verify.idle_power_w), draft_busy_w=float(system.draft.decode_power_w) if apart else 0.0,
+        draft_idle_w=float(system.draft.idle_power_w) if apart else 0.0,
         price_usd_per_s=devices_price_usd_per_s(devices), kv_capacity_tokens=kv_capacity_tokens(config, batching),
         speculative=speculative,
         draft_prefills=speculative and not getattr(config.draft, "drafts_by_lookup", False),

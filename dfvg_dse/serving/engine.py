@@ -26,8 +26,8 @@ from dfvg_dse.specs.serving import BatchingSpec, LoadSpec, Workload
 
 MAX_REQUESTS = 2_000_000
 # iterations a run may need at most: every output token in an iteration of its own, every prompt in
-# chunks; past this (about ten minutes of CPU) a run is refused up front
-MAX_ITERATIONS = 20_000_000
+# chunks; past this (minutes of CPU: 10-180 us an iteration) a run is refused up front
+MAX_ITERATIONS = 5_000_000
 DRAW_BLOCK = 1 << 16  # pool indices drawn at once
 
 
@@ -38,13 +38,16 @@ class Requests(NamedTuple):
 
 
 class Outcome(NamedTuple):
-    """Per request: first token and finish times (s); per emission: the gap and how many sequences saw it."""
+    """Per request: first token and finish times (s; nan for a request refused as larger than the KV
+    cache); per emission: the gap a decoding sequence waited for it."""
 
     requests: Requests
     first_token_s: np.ndarray
     finish_s: np.ndarray
-    gap_s: np.ndarray  # the iteration each decoding sequence waited for its next tokens
-    gap_count: np.ndarray
+    rejected: np.ndarray  # bool per request: it alone needs more KV cache than the verifier holds
+    itl_s: np.ndarray  # one per emission of a decoding sequence (a speculative round's tokens come at once)
+    decode_s: float  # time spent in decoding iterations
+    decode_batch_s: float  # the sum over decoding iterations of batch x duration
     end_s: float
     verify_busy_s: float
     draft_busy_s: float
@@ -52,6 +55,14 @@ class Outcome(NamedTuple):
     decode_iterations: int
     speculative_iterations: int
     prefill_tokens: int
+
+
+def check_request_count(load: LoadSpec) -> None:
+    """Refuse, before any work, a load of more than MAX_REQUESTS expected requests."""
+    expected = load.rate_per_s * load.duration_s
+    if expected > MAX_REQUESTS:
+        raise InputError(f"serving: {load.rate_per_s:g} requests/s x {load.duration_s:g} s = {expected:,.0f} requests, "
+                         f"past the {MAX_REQUESTS:,} limit: shorten --duration")
 
 
 def draw_requests(workload: Workload, load: LoadSpec) -> Requests:
@@ -62,10 +73,8 @@ def draw_requests(workload: Workload, load: LoadSpec) -> Requests:
         arrivals = np.asarray(workload.arrivals_s, dtype=float)
         return Requests(arrivals, np.asarray(workload.prompt.values, dtype=np.int64),
                         np.asarray(workload.output.values, dtype=np.int64))
+    check_request_count(load)
     expected = load.rate_per_s * load.duration_s
-    if expected > MAX_REQUESTS:
-        raise InputError(f"serving: {load.rate_per_s:g} requests/s x {load.duration_s:g} s = {expected:,.0f} requests, "
-                         f"past the {MAX_REQUESTS:,} limit: shorten --duration")
     gaps = rng.exponential(1.0 / load.rate_per_s, int(expected + 10 * np.sqrt(expected) + 10))
     arrivals = np.cumsum(gaps)
     arrivals = arrivals[arrivals < load.duration_s]
@@ -81,54 +90,84 @@ def _row_value(costs_row: np.ndarray, contexts: np.ndarray, context: float) -> f
     return float(np.interp(context, contexts, costs_row))
 
 
+def iteration_bound(requests: Requests, batching: BatchingSpec) -> float:
+    """The most iterations serving `requests` can take: every output token in an iteration of its own,
+    every prompt in chunks (or alone)."""
+    _, prompt, output = requests
+    chunks = np.ceil(prompt / batching.chunk_tokens).sum() if batching.chunk_tokens else len(prompt)
+    return float(output.sum()) + float(chunks)
+
+
+def check_iterations(requests: Requests, batching: BatchingSpec) -> None:
+    """Refuse, before any work, a run past MAX_ITERATIONS."""
+    bound = iteration_bound(requests, batching)
+    if bound > MAX_ITERATIONS:
+        raise InputError(f"serving: {len(requests.arrival_s):,} requests may take up to {bound:,.0f} iterations, past the "
+                         f"{MAX_ITERATIONS:,} limit (minutes to an hour of CPU): shorten --duration, lower --rate or "
+                         "raise --chunk-tokens")
+
+
+def _prefill_charge(costs: IterationCosts, target_s: float, draft_s: float) -> tuple[float, float, float, float]:
+    """(duration, energy, verifier busy, drafter busy) of prompt chunks: the target's forward, and the
+    drafter's beside it on its own device (the longer sets the time) or after it on the verifier."""
+    if draft_s <= 0.0:
+        return target_s, target_s * (costs.verify_busy_w + costs.draft_idle_w), target_s, 0.0
+    if costs.draft_on_verifier:
+        total = target_s + draft_s
+        return total, total * costs.verify_busy_w, total, 0.0
+    total = max(target_s, draft_s)
+    energy = (target_s * costs.verify_busy_w + (total - target_s) * costs.verify_idle_w
+              + draft_s * costs.draft_busy_w + (total - draft_s) * costs.draft_idle_w)
+    return total, energy, target_s, draft_s
+
+
 def run(config: DecodeConfig, costs: IterationCosts, requests: Requests, batching: BatchingSpec,
         seed: int = 0) -> Outcome:
-    """Serve every request to its last token (module docstring)."""
+    """Serve every request to its last token (module docstring); a request that alone needs more KV
+    cache than the verifier holds is refused, as engines refuse a prompt past their context."""
     arrival, prompt, output = requests
     n = len(arrival)
     need = (prompt + output + costs.verify_tokens).astype(float)
-    if n and need.max() > costs.kv_capacity_tokens:
-        worst = int(np.argmax(need))
-        raise InputError(f"serving: a request of {prompt[worst]:,} prompt + {output[worst]:,} output tokens needs more KV "
-                         f"cache than '{config.system.verify.name}' holds ({costs.kv_capacity_tokens:,.0f} tokens of "
-                         f"{config.target.name}): shorten the lengths or use more GPUs")
-    bound = float(output.sum()) + (float(np.ceil(prompt / batching.chunk_tokens).sum()) if batching.chunk_tokens else n)
-    if bound > MAX_ITERATIONS:
-        raise InputError(f"serving: {n:,} requests may take up to {bound:,.0f} iterations, past the "
-                         f"{MAX_ITERATIONS:,} limit (about ten minutes): shorten --duration, lower --rate or raise "
-                         "--chunk-tokens")
+    rejected = need > costs.kv_capacity_tokens
+    check_iterations(requests, batching)
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(2,)))
     pool, contexts = costs.token_pool, costs.contexts
     draws, cursor = rng.integers(0, len(pool), DRAW_BLOCK), 0
-    first, finish, generated = np.full(n, np.nan), np.full(n, np.nan), np.zeros(n)
+    first, finish, generated, last = np.full(n, np.nan), np.full(n, np.nan), np.zeros(n), np.full(n, np.nan)
     waiting: deque = deque()
     prefilling: list[list[int]] = []  # [request, prompt tokens done], in admission order
-    running = np.zeros(0, dtype=np.int64)
-    t = kv_used = ctx_sum = verify_busy = draft_busy = energy = 0.0
+    running = np.zeros(0, dtype=np.int64)  # decoding, in admission order (a token budget serves the first)
+    t = kv_used = verify_busy = draft_busy = energy = decode_s = decode_batch_s = 0.0
     nxt = decode_iters = spec_iters = prefill_tokens = 0
-    gaps: list[float] = []
-    counts: list[int] = []
+    gaps: list[np.ndarray] = []
+    budget_cap = batching.chunk_tokens or None
     while True:
         while nxt < n and arrival[nxt] <= t:
             waiting.append(nxt)
             nxt += 1
-        while waiting and len(running) + len(prefilling) < batching.max_batch and \
-                kv_used + need[waiting[0]] <= costs.kv_capacity_tokens:
-            r = waiting.popleft()
+        while waiting and len(running) + len(prefilling) < batching.max_batch:
+            r = waiting[0]
+            if rejected[r]:
+                waiting.popleft()
+                continue
+            if kv_used + need[r] > costs.kv_capacity_tokens:
+                break
+            waiting.popleft()
             prefilling.append([r, 0])
             kv_used += need[r]
-        b = len(running)
-        if not b and not prefilling:
+        if not len(running) and not prefilling:
             if nxt >= n:
                 break
             energy += costs.idle_power_w * (arrival[nxt] - t)
             t = float(arrival[nxt])
             continue
-        spec, dt, e, v_busy, d_busy, v_tok, fill = False, 0.0, 0.0, 0.0, 0.0, 1, 0.0
-        context = ctx_sum / b if b else 0.0
+        spec, dt, e, v_busy, d_busy, v_tok, fill, b = False, 0.0, 0.0, 0.0, 0.0, 1, 0.0, 0
         prefill_only = batching.chunk_tokens == 0 and bool(prefilling)
-        if b and not prefill_only:
-            cycle = _row_value(costs.spec_cycle_s[b - 1], contexts, context) if costs.speculative else np.nan
+        if len(running) and not prefill_only:
+            # the decodes go first; under a token budget only the first sequences that fit are scheduled
+            b = min(len(running), budget_cap // costs.verify_tokens) if budget_cap else len(running)
+            context = float(np.mean(prompt[running[:b]] + generated[running[:b]])) if b else 0.0
+            cycle = _row_value(costs.spec_cycle_s[b - 1], contexts, context) if costs.speculative and b else np.nan
             spec = bool(np.isfinite(cycle))
             if spec:
                 dt, v_tok = cycle, costs.verify_tokens
@@ -137,6 +176,8 @@ def run(config: DecodeConfig, costs: IterationCosts, requests: Requests, batchin
                 d_busy = _row_value(costs.spec_draft_busy_s[b - 1], contexts, context)
                 fill = _row_value(costs.spec_fill_tokens[b - 1], contexts, context)
             else:
+                b = min(len(running), budget_cap) if budget_cap else len(running)
+                context = float(np.mean(prompt[running[:b]] + generated[running[:b]]))
                 dt = v_busy = _row_value(costs.ar_step_s[b - 1], contexts, context)
                 e = _row_value(costs.ar_energy_j[b - 1], contexts, context)
         completed: list[int] = []
@@ -145,7 +186,7 @@ def run(config: DecodeConfig, costs: IterationCosts, requests: Requests, batchin
                 parts = [(int(prompt[r]), 0, 1) for r, _ in prefilling]
                 completed = [r for r, _ in prefilling]
                 prefilling = []
-                extra = forward_s(config, parts)
+                target_s = forward_s(config, parts)
             else:
                 budget = batching.chunk_tokens - b * v_tok
                 parts, decode = [], [(v_tok, int(round(context)), b)] if b else []
@@ -159,25 +200,19 @@ def run(config: DecodeConfig, costs: IterationCosts, requests: Requests, batchin
                     if item[1] >= prompt[item[0]]:
                         completed.append(item[0])
                 prefilling = [item for item in prefilling if item[1] < prompt[item[0]]]
-                extra = (forward_s(config, decode + parts) - forward_s(config, decode) if decode else
-                         forward_s(config, parts)) if parts else 0.0
+                target_s = (forward_s(config, decode + parts) - forward_s(config, decode) if decode else
+                            forward_s(config, parts)) if parts else 0.0
             prefill_tokens += sum(k for k, _, _ in parts)
-            v_busy += extra
-            e += extra * costs.busy_power_w
-            if costs.draft_prefills and parts:  # the drafter fills its cache with the same chunks
-                draft = draft_prefill_s(config, parts)
-                e += draft * costs.draft_prefill_power_w
-                if costs.draft_on_verifier:  # one device: the draft's forwards follow the target's
-                    extra += draft
-                    v_busy += draft
-                else:  # its own device, beside the target's chunk
-                    extra = max(extra, draft)
-                    d_busy += draft
-            dt += extra
+            draft_s = draft_prefill_s(config, parts) if costs.draft_prefills and parts else 0.0
+            extra, extra_e, extra_v, extra_d = _prefill_charge(costs, target_s, draft_s)
+            dt, e, v_busy, d_busy = dt + extra, e + extra_e, v_busy + extra_v, d_busy + extra_d
         t_next = t + dt
-        if b and not prefill_only:
+        if b:
+            decoding = running[:b]
             decode_iters += 1
             spec_iters += spec
+            decode_s += dt
+            decode_batch_s += b * dt
             if spec:
                 if cursor + b > len(draws):
                     draws, cursor = rng.integers(0, len(pool), DRAW_BLOCK), 0
@@ -185,31 +220,27 @@ def run(config: DecodeConfig, costs: IterationCosts, requests: Requests, batchin
                 cursor += b
             else:
                 tokens = np.ones(b)
-            before = generated[running]
-            after = np.minimum(before + tokens, output[running])
-            generated[running] = after
-            ctx_sum += float(np.sum(after - before))
-            gaps.append(dt)
-            counts.append(b)
-            done = after >= output[running]
+            after = np.minimum(generated[decoding] + tokens, output[decoding])
+            generated[decoding] = after
+            gaps.append(t_next - last[decoding])  # a sequence the budget or a prefill held waited longer
+            last[decoding] = t_next
+            done = after >= output[decoding]
             if done.any():
-                ended = running[done]
+                ended = decoding[done]
                 finish[ended] = t_next
                 kv_used -= float(need[ended].sum())
-                ctx_sum -= float(np.sum(prompt[ended] + generated[ended]))
-                running = running[~done]
+                running = np.concatenate([decoding[~done], running[b:]])
         for r in completed:
-            first[r] = t_next
+            first[r] = last[r] = t_next
             generated[r] = 1.0
             if output[r] <= 1:
                 finish[r] = t_next
                 kv_used -= need[r]
             else:
                 running = np.append(running, r)
-                ctx_sum += float(prompt[r] + 1)
         verify_busy += v_busy
         draft_busy += d_busy
         energy += e
         t = t_next
-    return Outcome(requests, first, finish, np.asarray(gaps), np.asarray(counts, dtype=np.int64), t, verify_busy,
-                   draft_busy, energy, decode_iters, spec_iters, prefill_tokens)
+    return Outcome(requests, first, finish, rejected, np.concatenate(gaps) if gaps else np.zeros(0), decode_s,
+                   decode_batch_s, t, verify_busy, draft_busy, energy, decode_iters, spec_iters, prefill_tokens)

@@ -48,6 +48,8 @@ class LengthDistribution:
                                                                             "value in tokens")
             if np.any(v < 1) or np.any(np.diff(v) < 0) or v[-1] > MAX_TOKENS:
                 raise SpecError("tokens", list(self.values), f"must be non-decreasing lengths in 1..{MAX_TOKENS:,}")
+        if self.kind == "fixed" and not (math.isfinite(self.mean) and float(self.mean).is_integer()):
+            raise SpecError("mean", self.mean, "a fixed length is a whole number of tokens")
         if not (math.isfinite(self.mean) and self.minimum <= self.mean <= self.maximum):
             raise SpecError("mean", self.mean, f"must lie in [{self.minimum}, {self.maximum}]")
         if self.kind == "lognormal" and not (math.isfinite(self.median) and 0 < self.median <= self.mean):
@@ -124,7 +126,7 @@ class BatchingSpec:
     iteration decodes autoregressively, as engines switch speculation off.
     """
 
-    max_batch: int = 64
+    max_batch: int = 256  # vLLM's max_num_seqs on most GPUs (serve-sim's default too)
     chunk_tokens: int = 2048
     speculate_max_batch: int = 0
     kv_fraction: float = 0.9

@@ -12,7 +12,7 @@ from dfvg_dse.search import evaluate_point
 from dfvg_dse.search.designs import constraint_names
 from dfvg_dse.serving import design_costs, serve
 from dfvg_dse.specs import DecodeConfig, SystemSpec, TreeSpec
-from dfvg_dse.specs.serving import BatchingSpec, LoadSpec, ServingSetup
+from dfvg_dse.specs.serving import LoadSpec, ServingSetup
 
 
 def _space(catalog, rate=2.0, slo_tpot=0.05):
@@ -72,6 +72,7 @@ def test_search_under_load_from_the_command_line(run, tmp_path):
     (["--slo-tpot", "50"], ["--slo-tpot", "only with --rate"]),
     (["--rate", "1", "--drafter", "qwen3-0.6b"], ["--rate with --drafter"]),
     (["--rate", "1", "--workload", "nosuch"], ["unknown workload"]),
+    (["--rate", "100000", "--duration", "3600"], ["2,000,000"]),
 ])
 def test_bad_load_flags_of_a_search_are_one_line(run, tmp_path, args, needles):
     one_line_error(run("search", "--trials", "3", "--results-dir", str(tmp_path), *args), *needles)

@@ -43,6 +43,7 @@ def test_lognormal_lengths_have_their_mean_and_median():
     ({"kind": "quantiles", "mean": 5.0, "probabilities": (0.0, 0.5), "values": (1, 9)}, "probabilities"),
     ({"kind": "quantiles", "mean": 5.0, "probabilities": (0.0, 1.0), "values": (9, 1)}, "tokens"),
     ({"kind": "empirical", "mean": 5.0, "values": ()}, "values"),
+    ({"kind": "fixed", "mean": 1.4}, "mean"),
 ])
 def test_bad_length_laws_are_refused(kwargs, field):
     with pytest.raises(SpecError) as err:
