@@ -15,7 +15,7 @@ from dfvg_dse.report.plots import plot_serving
 from dfvg_dse.report.serving import SERVING_HEADER, crossover_text, crossovers, serving_record, serving_rows
 from dfvg_dse.serving import check_iterations, check_request_count, design_costs, draw_requests, serve
 from dfvg_dse.specs import InputError, SystemSpec
-from dfvg_dse.specs.serving import BatchingSpec, LoadSpec
+from dfvg_dse.specs.serving import LoadSpec, engine_batching
 
 MAX_RATES = 64
 DEFAULT_WORKLOAD = "sharegpt-vllm"
@@ -63,10 +63,12 @@ def _baselines(config, which: str) -> dict:
                                           "(0.5,1,2,4) [required unless the CSV trace has arrival_s].")
 @click.option("--duration", type=FiniteFloatRange(0, 86400, min_open=True), default=60.0, show_default=True,
               help="Seconds of arrivals; every request is then served to its last token.")
-@click.option("--max-batch", type=click.IntRange(1, 4096), default=256, show_default=True,
-              help="Sequences decoding or prefilling at once (vLLM's max_num_seqs on most GPUs).")
-@click.option("--chunk-tokens", type=click.IntRange(0, 10**6), default=2048, show_default=True,
-              help="Chunked prefill: tokens per forward (vLLM's online default below 70 GiB); 0: prompts prefill alone.")
+@click.option("--max-batch", type=click.IntRange(1, 4096),
+              help="Sequences decoding or prefilling at once [default: vLLM 0.33's max_num_seqs on the verifier: "
+                   "256 below 70 GiB and on A100s, else 1024].")
+@click.option("--chunk-tokens", type=click.IntRange(0, 10**6),
+              help="Chunked prefill: tokens per forward [default: vLLM 0.33's online budget on the verifier: 2,048 "
+                   "below 70 GiB and on A100s, 8,192 to 160 GiB, 16,384 above]; 0: prompts prefill alone.")
 @click.option("--speculate-max-batch", type=click.IntRange(0, 4096), default=0, show_default=True,
               help="Decode autoregressively above this batch (engines' cutoff); 0: speculate at any feasible batch.")
 @click.option("--kv-fraction", type=FiniteFloatRange(0, 1, min_open=True), default=0.9, show_default=True,
@@ -99,7 +101,7 @@ def serve_sim_cmd(ctx, workload, rate_text, duration, max_batch, chunk_tokens, s
     prompt, output = load_shape.prompt.expected(), load_shape.output.expected()
     config = build_design(ctx, rounds=rounds, batch=1, context=int(round(prompt + output / 2)), **design)
     designs = {"design": dataclasses.replace(config, name="design"), **_baselines(config, baseline)}
-    batching = BatchingSpec(max_batch, chunk_tokens, speculate_max_batch, kv_fraction)
+    batching = engine_batching(config.system.verify, kv_fraction, speculate_max_batch, max_batch, chunk_tokens)
     slo = (slo_ttft * 1e-3 if slo_ttft else math.inf, slo_tpot * 1e-3 if slo_tpot else math.inf)
     loads = [LoadSpec(rate, duration, *slo, seed=seed) for rate in rates]
     for load in loads:  # every rate's work bounded before any is done
@@ -133,8 +135,8 @@ def serve_sim_cmd(ctx, workload, rate_text, duration, max_batch, chunk_tokens, s
         return
     emit_warnings(warnings)
     click.echo(f"workload {load_shape.name}: prompts {prompt:.0f}, outputs {output:.0f} tokens on average; "
-               f"{duration:g} s of arrivals, max batch {max_batch}, "
-               + (f"chunked prefill {chunk_tokens} tokens" if chunk_tokens else "prefill alone"))
+               f"{duration:g} s of arrivals, max batch {batching.max_batch}, "
+               + (f"chunked prefill {batching.chunk_tokens} tokens" if batching.chunk_tokens else "prefill alone"))
     emit_table(serving_rows(records), SERVING_HEADER)
     for c in summary:
         click.echo(crossover_text(c, with_slos))

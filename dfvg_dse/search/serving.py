@@ -17,6 +17,7 @@ import math
 from dfvg_dse.pipeline.grid import SearchSpace, adapt_rule, shape_key
 from dfvg_dse.serving import iteration_costs, serve, workload_contexts
 from dfvg_dse.specs import DecodeConfig, InputError, SpecError, SystemSpec, TreeSpec
+from dfvg_dse.specs.serving import engine_batching
 
 SLO_CONSTRAINT = "slo_shortfall"  # the required SLO attainment minus the design's
 
@@ -50,7 +51,8 @@ def serve_point(space: SearchSpace, point: dict, drafter, verifier, shapes, look
         config = _config(space, point, drafter, verifier, shapes, lookup)
     except (SpecError, InputError) as err:
         return {"feasible": False, "reason": str(err), "constraints": (-1.0, -1.0, 1.0, 1.0)}
-    batching = dataclasses.replace(setup.batching, speculate_max_batch=int(point["batch"]))
+    batching = dataclasses.replace(setup.batching, speculate_max_batch=int(point["batch"])) if setup.batching \
+        else engine_batching(verifier, speculate_max_batch=int(point["batch"]))
     try:
         costs = iteration_costs(config, batching, workload_contexts(setup.workload), setup.load.seed,
                                 rounds=space.adapt_rounds)

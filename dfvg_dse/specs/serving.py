@@ -126,7 +126,7 @@ class BatchingSpec:
     iteration decodes autoregressively, as engines switch speculation off.
     """
 
-    max_batch: int = 256  # vLLM's max_num_seqs on most GPUs (serve-sim's default too)
+    max_batch: int = 256  # vLLM's max_num_seqs on GPUs under 70 GiB (engine_batching: by device)
     chunk_tokens: int = 2048
     speculate_max_batch: int = 0
     kv_fraction: float = 0.9
@@ -138,6 +138,29 @@ class BatchingSpec:
                 raise SpecError(name, value, f"must be an integer >= {low}")
         if not (isinstance(self.kv_fraction, (int, float)) and 0 < self.kv_fraction <= 1):
             raise SpecError("kv_fraction", self.kv_fraction, "must be in (0, 1]")
+
+
+GIB = 2**30
+# vLLM 0.33.0's online-server defaults (vllm/engine/arg_utils.py, EngineArgs.get_batch_defaults, the
+# OPENAI_API_SERVER context): (max_num_seqs, max_num_batched_tokens) by the GPU's memory, A100s kept on
+# the small tier (PR #17885: a large budget cost them throughput); CPUs 128 and 2,048 per process.
+ENGINE_BATCHING = ((160 * GIB, 1024, 16384), (70 * GIB, 1024, 8192), (0, 256, 2048))
+CPU_BATCHING = (128, 2048)
+
+
+def engine_batching(device, kv_fraction: float = 0.9, speculate_max_batch: int = 0,
+                    max_batch: int | None = None, chunk_tokens: int | None = None) -> BatchingSpec:
+    """The batching a vLLM server picks on `device` (one GPU of a group counts), with any given value kept."""
+    unit = device.parallel.unit if getattr(device, "parallel", None) is not None else device
+    if unit.kind == "cpu":
+        seqs, tokens = CPU_BATCHING
+    else:
+        memory = unit.memory_capacity_bytes
+        small = "a100" in unit.name.lower()
+        seqs, tokens = next((s, t) for floor, s, t in ENGINE_BATCHING
+                            if memory >= floor and not (small and floor > 0))
+    return BatchingSpec(max_batch or seqs, tokens if chunk_tokens is None else chunk_tokens, speculate_max_batch,
+                        kv_fraction)
 
 
 @dataclass(frozen=True)
@@ -170,7 +193,7 @@ class ServingSetup:
 
     workload: Workload
     load: LoadSpec
-    batching: BatchingSpec = BatchingSpec()
+    batching: BatchingSpec | None = None  # None: each verifier's engine defaults (engine_batching)
     min_attainment: float = 0.9
 
     def __post_init__(self) -> None:
