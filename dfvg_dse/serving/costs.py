@@ -42,7 +42,6 @@ class IterationCosts(NamedTuple):
     ar_step_s: np.ndarray  # (B, C) one autoregressive step
     ar_energy_j: np.ndarray  # (B, C)
     verify_tokens: int  # tokens each sequence puts into the verify forward (nodes + 1), or 1 for AR
-    tree_nodes: float  # expected draft tokens per sequence per round
     token_pool: np.ndarray  # (POOL_ROUNDS,) tokens per round per sequence, bonus included
     expected_tokens: float  # the round shape's expected tokens per sequence
     idle_power_w: float  # every device idle
@@ -153,7 +152,7 @@ def iteration_costs(config: DecodeConfig, batching: BatchingSpec, contexts: np.n
     warnings: list[str] = []
     if not speculative:
         nan = np.full((len(grid), len(contexts)), np.nan)
-        spec, pool, expected, nodes, verify_tokens = (nan,) * 5, np.ones(1), 1.0, 0.0, 1
+        spec, pool, expected, verify_tokens = (nan,) * 5, np.ones(1), 1.0, 1
     else:
         shape = round_shape(dataclasses.replace(config, batch=1), rounds, seed)
         spec = np.stack([_spec_row(config, shape, int(b), contexts, b <= cap) for b in grid], axis=1)
@@ -162,8 +161,7 @@ def iteration_costs(config: DecodeConfig, batching: BatchingSpec, contexts: np.n
             warnings.append(f"serving: tokens per round drawn from the acceptance statistics ({pool.mean():.3f}) "
                             f"shifted to the trace replay's mean ({expected:.3f}); the spread is the statistics'")
             pool = _mean_preserving(pool, expected)
-        nodes = float(shape.widths.sum())
-        verify_tokens = int(np.ceil(nodes)) + 1
+        verify_tokens = int(np.ceil(float(shape.widths.sum()))) + 1
         if batching.chunk_tokens and min(cap, batching.max_batch) * verify_tokens > batching.chunk_tokens:
             warnings.append(f"serving: at most {batching.chunk_tokens // verify_tokens} sequences speculate per iteration "
                             f"under the {batching.chunk_tokens:,}-token budget ({verify_tokens} verify tokens each, as "
@@ -179,7 +177,7 @@ def iteration_costs(config: DecodeConfig, batching: BatchingSpec, contexts: np.n
         contexts=contexts.astype(float), spec_cycle_s=rows(spec[0]), spec_fill_tokens=rows(spec[1]),
         spec_energy_j=rows(spec[2]), spec_draft_busy_s=rows(spec[3]),
         spec_verify_busy_s=rows(spec[4]), ar_step_s=rows(ar_s), ar_energy_j=rows(ar_energy),
-        verify_tokens=verify_tokens, tree_nodes=nodes, token_pool=np.asarray(pool, dtype=float),
+        verify_tokens=verify_tokens, token_pool=np.asarray(pool, dtype=float),
         expected_tokens=expected, idle_power_w=idle, verify_busy_w=float(system.verify.decode_power_w),
         verify_idle_w=float(system.verify.idle_power_w), draft_busy_w=float(system.draft.decode_power_w) if apart else 0.0,
         draft_idle_w=float(system.draft.idle_power_w) if apart else 0.0,

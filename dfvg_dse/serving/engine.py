@@ -54,7 +54,6 @@ class Outcome(NamedTuple):
     energy_j: float
     decode_iterations: int
     speculative_iterations: int
-    prefill_tokens: int
 
 
 def check_request_count(load: LoadSpec) -> None:
@@ -138,7 +137,7 @@ def run(config: DecodeConfig, costs: IterationCosts, requests: Requests, batchin
     prefilling: list[list[int]] = []  # [request, prompt tokens done], in admission order
     running = np.zeros(0, dtype=np.int64)  # decoding, in admission order (a token budget serves the first)
     t = kv_used = verify_busy = draft_busy = energy = decode_s = decode_batch_s = 0.0
-    nxt = decode_iters = spec_iters = prefill_tokens = 0
+    nxt = decode_iters = spec_iters = 0
     gaps: list[np.ndarray] = []
     budget_cap = batching.chunk_tokens or None
     while True:
@@ -202,7 +201,6 @@ def run(config: DecodeConfig, costs: IterationCosts, requests: Requests, batchin
                 prefilling = [item for item in prefilling if item[1] < prompt[item[0]]]
                 target_s = (forward_s(config, decode + parts) - forward_s(config, decode) if decode else
                             forward_s(config, parts)) if parts else 0.0
-            prefill_tokens += sum(k for k, _, _ in parts)
             draft_s = draft_prefill_s(config, parts) if costs.draft_prefills and parts else 0.0
             extra, extra_e, extra_v, extra_d = _prefill_charge(costs, target_s, draft_s)
             dt, e, v_busy, d_busy = dt + extra, e + extra_e, v_busy + extra_v, d_busy + extra_d
@@ -243,4 +241,4 @@ def run(config: DecodeConfig, costs: IterationCosts, requests: Requests, batchin
         energy += e
         t = t_next
     return Outcome(requests, first, finish, rejected, np.concatenate(gaps) if gaps else np.zeros(0), decode_s,
-                   decode_batch_s, t, verify_busy, draft_busy, energy, decode_iters, spec_iters, prefill_tokens)
+                   decode_batch_s, t, verify_busy, draft_busy, energy, decode_iters, spec_iters)
