@@ -54,9 +54,10 @@ SPECULATIVE_FIELDS: dict[str, tuple] = {
     "temperature": (float, lambda v: 0 <= v <= 10, "a number in [0, 10]"),
     "mean_accepted_tokens": (float, lambda v: 1 <= v <= 4097, "a number of tokens per round >= 1"),
     "speedup": _positive(1e3), "ms_per_token": (float, lambda v: 0 <= v <= 1e6, "a number of ms >= 0 (0: not given)"),
+    "draft_engine": (str, lambda v: v in ("",) + ENGINES, "one of " + ", ".join(ENGINES) + " (empty: the source's)"),
     "notes": _TEXT,
 }
-SPECULATIVE_OPTIONAL = {"ms_per_token": 0.0, "notes": "", "draft": ""}
+SPECULATIVE_OPTIONAL = {"ms_per_token": 0.0, "notes": "", "draft": "", "draft_engine": ""}
 
 
 def _typed(path: Path, field: str, value: Any, spec: tuple) -> Any:
@@ -109,6 +110,9 @@ def _speculative(path: Path, index: int, row: dict, source: str, engine: str) ->
     if (kind == "model") != bool(row["draft"]):
         needs = "a draft model: name it" if kind == "model" else "no draft model: leave it empty"
         raise DataError(path, f"row[{index}].draft", row["draft"], f"method {row['method']!r} drafts with {needs}")
+    if kind == "lookup" and row["draft_engine"]:
+        raise DataError(path, f"row[{index}].draft_engine", row["draft_engine"],
+                        f"method {row['method']!r} drafts by lookup, in no engine: leave it empty")
     if row["tree_depth"] > row["tree_tokens"]:
         raise DataError(path, f"row[{index}].tree_depth", row["tree_depth"],
                         f"a tree of {row['tree_tokens']} draft tokens has at most that many levels")

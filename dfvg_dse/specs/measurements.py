@@ -123,6 +123,12 @@ class SpeculativeResult:
     mean_accepted_tokens: float
     speedup: float
     ms_per_token: float = 0.0
+    draft_engine: str = ""  # the engine the drafting ran in, where not the source's (Sequoia: CUDA graphs)
+
+    @property
+    def drafting_engine(self) -> str:
+        """The engine whose profile prices the drafting: `draft_engine`, else the source's."""
+        return self.draft_engine or self.engine
 
 
 @dataclass(frozen=True)

@@ -21,11 +21,10 @@ from dfvg_dse.specs.measurements import (HEAD_DRAFT_VOCAB, MEDUSA_PUBLISHED_SHAP
 from dfvg_dse.specs.parallel import group_name
 from dfvg_dse.validation.engines import POOLED, EngineFit, features, fit_engines, leave_one_source_out, row_model
 
-# TODO(issue 14): two budgets below are not met yet (docs/engines.md, "Where it stands"): the 90th
+# TODO(issue 14): one budget below is not met yet (docs/engines.md, "Where it stands"): the 90th
 # percentile (XiongjieDai's L40S int4 llama.cpp rows with no second source of their device class,
-# HF eager rows that scatter with their unnamed host CPUs, our own host-bound H200 torch rows) and the
-# speculative speedups (Spec-Bench over-predicted, the EAGLE papers and Sequoia under-predicted by the
-# same `hf` profile). Next data: llama.cpp's small-micro-batch tables (PRs #15131, #14262, #7676:
+# HF eager rows that scatter with their unnamed host CPUs, our own host-bound H200 torch rows).
+# Next data: llama.cpp's small-micro-batch tables (PRs #15131, #14262, #7676:
 # 1-512 tokens per forward at batch 1, the regime of tree verification, where p ~ 1 over-prices
 # verifies; `phase = "forward"` rows), then `calibrate --torch-device cuda:0` on a real GPU to replace
 # the 2026-12-04 H200 rows, which timed 2 layers and scatter 1.6x at n <= 64, with the 8-layer protocol
@@ -128,13 +127,15 @@ def head_model(target: ModelSpec, method: str) -> ModelSpec:
 
 
 def speculative_prediction(row: SpeculativeResult, target: ModelSpec, draft: ModelSpec | None,
-                           device: DeviceSpec, context: int = 256) -> float:
-    """Speedup = tau x t_AR / (t_draft + t_verify), all on the row's GPU under its engine profile;
+                           device: DeviceSpec, context: int = 256, draft_device: DeviceSpec | None = None) -> float:
+    """Speedup = tau x t_AR / (t_draft + t_verify), all on the row's GPU under its engine profile, the
+    drafting under `draft_device`'s (the same GPU under the row's draft engine; default `device`);
     a lookup drafter (METHOD_DRAFTERS) drafts for nothing."""
     target = target.with_dtypes(row.dtype, row.dtype if row.dtype in ("float16", "bfloat16") else None)
     ar = float(device_forward_cost(target, device, 1, context, row.batch).time_s)
     verify = float(tree_verify_cost(target, device, row.tree_tokens, None, context, row.batch).time_s)
-    return row.mean_accepted_tokens * ar / (_drafting_s(row, target, draft, device, context) + verify)
+    drafting = _drafting_s(row, target, draft, draft_device or device, context)
+    return row.mean_accepted_tokens * ar / (drafting + verify)
 
 
 def _drafting_s(row: SpeculativeResult, target: ModelSpec, draft: ModelSpec | None, device: DeviceSpec,
@@ -150,15 +151,18 @@ def _drafting_s(row: SpeculativeResult, target: ModelSpec, draft: ModelSpec | No
 
 def speculative_report(inputs: Inputs, profiles: dict[str, EngineProfile]) -> list[dict]:
     """Every published speculative result against its prediction (the row's engine's profile, or the
-    pooled one when that engine has no forward rows)."""
+    pooled one when that engine has no forward rows; the drafting under its draft engine's)."""
     records = []
     for source in (s for s in inputs.sources if s.kind == "speculative"):
         for row in source.rows:
             profile = profiles.get(row.engine, profiles[POOLED])
+            draft_profile = profiles.get(row.drafting_engine, profiles[POOLED])
             device = dataclasses.replace(inputs.devices[row.device], engine=profile)
             draft = inputs.models[row.draft] if row.draft else None
-            predicted = speculative_prediction(row, inputs.models[row.target], draft, device)
+            predicted = speculative_prediction(row, inputs.models[row.target], draft, device,
+                                               draft_device=dataclasses.replace(device, engine=draft_profile))
             records.append({"source": row.source, "where": row.where, "engine": row.engine, "profile": profile.name,
+                            "draft_profile": draft_profile.name,
                             "device": row.device, "target": row.target, "draft": row.draft or row.method,
                             "method": row.method, "tree_tokens": row.tree_tokens, "tree_depth": row.tree_depth,
                             "mean_accepted_tokens": row.mean_accepted_tokens, "published_speedup": row.speedup,

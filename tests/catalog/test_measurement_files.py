@@ -145,10 +145,24 @@ speedup = 2.0
     ('method = "sequoia"', 'method = "magic"', "row[0].method"),  # no known way of drafting
     ('draft = "llama-68m"', 'draft = ""', "row[0].draft"),  # a draft-model method without its model
     ('method = "sequoia"', 'method = "pld"', "row[0].draft"),  # prompt lookup has no draft model
+    ('speedup = 2.0', 'speedup = 2.0\ndraft_engine = "cudagraphs"', "row[0].draft_engine"),  # no such engine
+    ('draft = "llama-68m"\nmethod = "sequoia"', 'draft = ""\nmethod = "pld"\ndraft_engine = "gpt-fast"',
+     "row[0].draft_engine"),  # a lookup drafts in no engine
 ])
 def test_a_speculative_row_says_how_it_drafts(hwdb_copy, run, old, new, field):
     path = hwdb_copy / "measurements" / "mine-spec.toml"
     path.write_text(SPECULATIVE)
     assert Catalog.open(hwdb_dir=hwdb_copy).measurements("speculative")  # the good file reads
+    assert old in SPECULATIVE
     path.write_text(SPECULATIVE.replace(old, new, 1))
     _refused_in_one_line(hwdb_copy, run, path, field)
+
+
+def test_a_speculative_row_names_the_engine_it_drafted_in(hwdb_copy):
+    path = hwdb_copy / "measurements" / "mine-spec.toml"
+    path.write_text(SPECULATIVE)
+    row = next(s for s in Catalog.open(hwdb_dir=hwdb_copy).measurements("speculative") if s.id == "mine-spec").rows[0]
+    assert (row.draft_engine, row.drafting_engine) == ("", "hf")  # unset: the source's engine drafts
+    path.write_text(SPECULATIVE.replace('speedup = 2.0', 'speedup = 2.0\ndraft_engine = "gpt-fast"'))
+    row = next(s for s in Catalog.open(hwdb_dir=hwdb_copy).measurements("speculative") if s.id == "mine-spec").rows[0]
+    assert (row.engine, row.drafting_engine) == ("hf", "gpt-fast")

@@ -68,3 +68,34 @@ def test_an_eagle3_head_predicts_over_its_own_small_vocabulary(setting):
     dearer = speculative_prediction(_row("eagle2", tokens=60, depth=8, tau=5.0, target="llama-3.1-8b"), target, None,
                                     device)
     assert cheaper > dearer  # same tree and acceptance: the smaller LM head drafts faster
+
+
+def test_the_drafting_is_priced_by_the_engine_it_ran_in(setting):
+    # Sequoia replays its draft model from CUDA graphs and verifies eagerly (spec-sequoia-paper.toml):
+    # the drafting under one profile, the baseline and the verify under the other
+    catalog, device = setting
+    graphed = dataclasses.replace(device, engine=catalog.engine("gpt-fast"))
+    target, draft = catalog.model("llama-2-7b"), catalog.model("llama-68m")
+    ar, verify = _stages(target.with_dtypes("float16", "float16"), device, 8)
+    row = _row("sequoia", draft="llama-68m", tokens=8, depth=4, target="llama-2-7b")
+    eager = float(tree_draft_time_s(draft.with_dtypes("float16"), device, [2, 2, 2, 2], 256, 1)[0])
+    replayed = float(tree_draft_time_s(draft.with_dtypes("float16"), graphed, [2, 2, 2, 2], 256, 1)[0])
+    assert replayed < eager  # a graph replay skips the eager engine's host launches
+    assert speculative_prediction(row, target, draft, device, draft_device=graphed) == pytest.approx(
+        2.0 * ar / (replayed + verify))
+    assert speculative_prediction(row, target, draft, device) == pytest.approx(2.0 * ar / (eager + verify))
+
+
+def test_the_report_prices_each_row_in_its_engines(setting):
+    from dfvg_dse.cli.engines import fit_inputs
+    from dfvg_dse.validation.fidelity import POOLED, speculative_report
+    catalog, _ = setting
+    inputs = fit_inputs(catalog)
+    profiles = {e: catalog.engine(e) for e in catalog.engine_names()[1:]}
+    profiles[POOLED] = catalog.engine("generic")
+    records = speculative_report(inputs, profiles)
+    rows = [r for s in inputs.sources if s.kind == "speculative" for r in s.rows]
+    assert len(records) == len(rows)
+    for record, row in zip(records, rows):
+        assert (record["profile"], record["draft_profile"]) == (row.engine, row.drafting_engine)
+    assert {r["draft_profile"] for r in records if r["source"] == "spec-sequoia-paper"} == {"gpt-fast"}
