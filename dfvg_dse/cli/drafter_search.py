@@ -20,7 +20,7 @@ import click
 from dfvg_dse import __version__, export
 from dfvg_dse.cli._base import emit_json
 from dfvg_dse.cli.space import search_request, search_space
-from dfvg_dse.cli.search import _costs_text, _design, plot_suffixes, search_one
+from dfvg_dse.cli.search import _costs_text, _design, load_line, plot_suffixes, search_one
 from dfvg_dse.report.plots import plot_pareto
 from dfvg_dse.report.tables import joint_trials, pareto_info
 from dfvg_dse.specs import InputError
@@ -64,7 +64,7 @@ def search_drafters(ctx, drafters: tuple[str, ...], **params) -> None:
     for name, acceptance in chosen_drafters:  # every drafter's space is checked before any run starts
         search_space(ctx, search_request(ctx, params["study"], params["target"], name, acceptance,
                                          params["verify_device"], params["draft_device"], params["method"],
-                                         params["objectives"]))
+                                         params["objectives"], params["serving"]))
     base = export.results_dir(params["results_dir"])
     run_id = params["run_id"] or "search-" + datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     path = export.run_dir(base, run_id, force=params["force"])
@@ -75,9 +75,10 @@ def search_drafters(ctx, drafters: tuple[str, ...], **params) -> None:
         sub, summary, plan, said = search_one(
             ctx, params["study"], params["target"], name, acceptance, params["verify_device"], params["draft_device"],
             params["method"], params["trials"], params["seed"], params["sampler"], str(path), name, False, False,
-            params["n_workers"], None, params["svg"], True, params["objectives"])
+            params["n_workers"], None, params["svg"], True, params["objectives"], params["serving"])
         warnings += [f"{name}: {line}" for line in said]
         manifest, frame = export.read_run(sub)
+        served = manifest["space"].get("serving")  # the load every drafter's run was served under, resolved
         runs.append({"drafter": name, "acceptance": manifest["inputs"]["acceptance"], "run": name,
                      "method": plan.method, "trials": summary["trials"], "feasible": summary["feasible"],
                      "pareto_size": summary["pareto_size"], "request": manifest["request"]})
@@ -85,11 +86,14 @@ def search_drafters(ctx, drafters: tuple[str, ...], **params) -> None:
     cost = runs[0]["request"].get("cost", DEFAULT_COST)
     summary = _write_joint(ctx, path, joint_trials(frames), runs, cost, params["svg"])
     summary["seconds"] = round(time.time() - started, 3)
+    if params["serving"]:
+        summary["under_load"] = params["serving"]
     export.write_json(path / "manifest.json", {
         "kind": "search", "status": "finished", "version": __version__, "created": created,
         "finished": datetime.now(timezone.utc).isoformat(), "inputs": {"target": summary["target"],
                                                                        "draft": ", ".join(r["drafter"] for r in runs)},
-        "drafters": [{k: v for k, v in r.items() if k != "request"} for r in runs], "space": {"cost": cost},
+        "drafters": [{k: v for k, v in r.items() if k != "request"} for r in runs],
+        "space": {"cost": cost, **({"serving": served} if served else {})},
         "summary": summary})
     export.drop_replaced(path)
     for line in warnings:
@@ -101,9 +105,13 @@ def search_drafters(ctx, drafters: tuple[str, ...], **params) -> None:
         click.echo(f"{r['drafter']:24s} {r['trials']} trials ({r['feasible']} feasible), {r['pareto_size']} on its "
                    f"front ({r['method']}) -> {path / r['run']}")
     click.echo(f"joint front: {summary['pareto_size']} designs, from {', '.join(summary['front_drafters']) or 'none'}")
+    load = summary.get("under_load")
+    if load:
+        click.echo(load_line(load))
     for pick, rec in summary["recommended"].items():
+        batch = f"speculating up to batch {rec['batch']}" if load else f"batch {rec['batch']}"
         click.echo(f"{pick:15s} {rec['drafter']:24s} {rec['tokens_per_s_per_sequence']:8.1f} tokens/s per sequence "
-                   f"{_costs_text(rec)}  {rec['family']}, {rec['schedule']}, batch {rec['batch']}, draft on "
+                   f"{_costs_text(rec)}  {rec['family']}, {rec['schedule']}, {batch}, draft on "
                    f"{rec['draft_device']}, verify on {rec['verify_device']}")
     click.echo(f"plots: {path / 'pareto.png'}; configs: dfvg-dse export {path} --format vllm")
 

@@ -206,15 +206,13 @@ def search_cmd(ctx, study, target, draft, acceptance, verify_device, draft_devic
                workload, slo_ttft, slo_tpot, duration):
     """Multi-objective search (tokens/s up, J/token or $/Mtoken down) over trees, schedules, batch and hardware."""
     serving = serving_request(rate, workload, slo_ttft, slo_tpot, duration)
-    if drafters and serving:
-        raise InputError("--rate with --drafter: a search under load takes one drafter for now (TODO(issue 20))")
     if drafters:
         from dfvg_dse.cli.drafter_search import search_drafters
         return search_drafters(ctx, drafters, study=study, target=target, draft=draft, acceptance=acceptance,
                                verify_device=verify_device, draft_device=draft_device, method=method, trials=trials,
                                seed=seed, sampler=sampler, results_dir=results_dir, run_id=run_id, resume=resume,
                                force=force, n_workers=n_workers, storage=storage, svg=svg, as_json=as_json,
-                               objectives=objectives)
+                               objectives=objectives, serving=serving)
     path, summary, plan, warnings = search_one(ctx, study, target, draft, acceptance, verify_device, draft_device,
                                                method, trials, seed, sampler, results_dir, run_id, resume, force,
                                                n_workers, storage, svg, as_json, objectives, serving)
@@ -303,6 +301,12 @@ def search_one(ctx, study, target, draft, acceptance, verify_device, draft_devic
     return path, summary, plan, warnings
 
 
+def load_line(load: dict) -> str:
+    """What a search under load reads its objectives as (search --rate)."""
+    return (f"under load: {load['rate_per_s']:g} requests/s of {load['workload']}; tokens/s per sequence is 1 / "
+            "mean TPOT there, the cost per token of goodput; the batch is the speculation cutoff")
+
+
 def _print_summary(path: Path, summary: dict, plan: Plan) -> None:
     click.echo(f"{summary['trials']} trials ({summary['feasible']} feasible), {summary['pareto_size']} on the Pareto "
                f"front, in {summary['seconds']:.1f} s -> {path}")
@@ -312,8 +316,7 @@ def _print_summary(path: Path, summary: dict, plan: Plan) -> None:
                    f"{summary['grid_points']:,} grid points")
     load = summary.get("under_load")
     if load:
-        click.echo(f"under load: {load['rate_per_s']:g} requests/s of {load['workload']}; tokens/s per sequence is 1 / "
-                   "mean TPOT there, the cost per token of goodput; the batch is the speculation cutoff")
+        click.echo(load_line(load))
     for name, rec in summary["recommended"].items():
         batch = f"speculating up to batch {rec['batch']}" if load else f"batch {rec['batch']}"
         click.echo(f"{name:15s} {rec['tokens_per_s_per_sequence']:8.1f} tokens/s per sequence {_costs_text(rec)}  "

@@ -24,11 +24,11 @@ from dfvg_dse.validation.engines import POOLED, EngineFit, features, fit_engines
 # TODO(issue 14): one budget below is not met yet (docs/engines.md, "Where it stands"): the 90th
 # percentile (XiongjieDai's L40S int4 llama.cpp rows with no second source of their device class,
 # HF eager rows that scatter with their unnamed host CPUs, our own host-bound H200 torch rows).
-# Next data: llama.cpp's small-micro-batch tables (PRs #15131, #14262, #7676:
-# 1-512 tokens per forward at batch 1, the regime of tree verification, where p ~ 1 over-prices
-# verifies; `phase = "forward"` rows), then `calibrate --torch-device cuda:0` on a real GPU to replace
-# the 2026-12-04 H200 rows, which timed 2 layers and scatter 1.6x at n <= 64, with the 8-layer protocol
-# (validation/torch_calibration.py LAYERS).
+# Next: `calibrate --torch-device cuda:0` on a real GPU to replace the 2026-12-04 H200 rows, which
+# timed 2 layers and scatter 1.6x at n <= 64, with the 8-layer protocol (validation/torch_calibration.py
+# LAYERS); then a profile per engine release, which llama.cpp's micro-batch tables (PRs #7676, #15131:
+# 1-512 tokens per forward, the regime of tree verification) need before they can join the fit
+# (docs/engines.md, "Tried and not shipped").
 # Budgets of issue 14 ("Must show"), leave-one-source-out
 FORWARD_MEDIAN_BUDGET = 0.10
 FORWARD_P90_BUDGET = 0.25

@@ -66,10 +66,32 @@ def test_search_under_load_from_the_command_line(run, tmp_path):
         assert rec["tokens_per_s_per_sequence"] > 0 and math.isfinite(rec["j_per_token"])
 
 
+def test_drafters_searched_under_load_from_the_command_line(run, tmp_path):
+    # each drafter's own run is served under the load, and the joint front picks from their served trials
+    result = run("search", "--rate", "1", "--slo-tpot", "50", "--slo-ttft", "1000", "--duration", "20",
+                 "--trials", "10", "--drafter", "qwen3-0.6b", "--drafter", "eagle3-qwen3-8b=0.8",
+                 "--results-dir", str(tmp_path), "--run-id", "d", "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["under_load"]["rate_per_s"] == 1
+    run_dir = tmp_path / "d"
+    assert json.loads((run_dir / "manifest.json").read_text())["space"]["serving"]["slo_tpot_s"] == pytest.approx(0.05)
+    import pandas as pd
+    joint = pd.read_csv(run_dir / "trials.csv")
+    for name in ("qwen3-0.6b", "eagle3-qwen3-8b"):
+        assert json.loads((run_dir / name / "manifest.json").read_text())["space"]["serving"]["rate_per_s"] == 1
+        own = pd.read_csv(run_dir / name / "trials.csv")
+        assert "slo_attainment" in own.columns and (joint["drafter"] == name).sum() == len(own)
+    for rec in summary["recommended"].values():
+        own = pd.read_csv(run_dir / rec["run"] / "trials.csv").set_index("trial").loc[rec["run_trial"]]
+        assert rec["tokens_per_s_per_sequence"] == pytest.approx(own["tokens_per_s_per_sequence"])
+        assert rec["j_per_token"] == pytest.approx(own["j_per_token"])
+
+
 @pytest.mark.parametrize("args,needles", [
     (["--rate", "1", "--method", "exact"], ["--method exact", "under load"]),
     (["--slo-tpot", "50"], ["--slo-tpot", "only with --rate"]),
-    (["--rate", "1", "--drafter", "qwen3-0.6b"], ["--rate with --drafter"]),
+    (["--rate", "1", "--drafter", "qwen3-0.6b"], ["--drafter", "2 to 16"]),
     (["--rate", "1", "--workload", "nosuch"], ["unknown workload"]),
     (["--rate", "100000", "--duration", "3600"], ["2,000,000"]),
 ])
