@@ -45,10 +45,12 @@ def engine_rates(model: ModelSpec, device: DeviceSpec, engine: EngineProfile) ->
 
 
 def engine_roofline(model: ModelSpec, device: DeviceSpec, work: ForwardWork, engine: EngineProfile,
-                    batch=1) -> RooflineTime:
+                    batch=1, tree_mask_efficiency: float = 1.0) -> RooflineTime:
     """A forward under an engine profile (docs/engines.md), per operator: the GEMMs (their FLOPs
     against the weight bytes, at the weight class's kernels) and attention (its FLOPs against the KV
-    bytes) each a smooth roofline; they run one after the other, so their times add."""
+    bytes) each a smooth roofline; they run one after the other, so their times add. The profile's
+    attention rate was fitted on causal forwards; a tree's mask runs at `tree_mask_efficiency` of it
+    (DecodeConfig.attention_efficiency: 1 for TreeSort's dense blocks, less for a sparse mask)."""
     kv_kernel, _ = engine.kernel(model.kv_dtype)
     _, m_scale = engine.scales(device.device_class)
     gemm, weight_bandwidth = engine_rates(model, device, engine)
@@ -56,7 +58,7 @@ def engine_roofline(model: ModelSpec, device: DeviceSpec, work: ForwardWork, eng
     gemm = gemm * rows / (rows + engine.half_rows)  # small GEMMs reach less of the kernels' rate
     kv_bandwidth = device.main_memory.bandwidth_bytes_per_s * min(1.0, kv_kernel.bandwidth_efficiency * m_scale)
     weights = smooth_roofline_time(work.linear_flops / gemm, work.weight_bytes / weight_bandwidth, 0.0, engine.sharpness)
-    attention = smooth_roofline_time(work.attention_flops / (gemm * engine.attention_efficiency),
+    attention = smooth_roofline_time(work.attention_flops / (gemm * engine.attention_efficiency * tree_mask_efficiency),
                                      (work.kv_read_bytes + work.kv_write_bytes) / kv_bandwidth, 0.0, engine.sharpness)
     overhead = np.broadcast_to(engine.forward_overhead_s + model.n_layers * engine.layer_overhead_s
                                + np.asarray(batch) * engine.sequence_overhead_s, np.shape(weights.time_s))
@@ -112,7 +114,8 @@ def _priced(model: ModelSpec, device: DeviceSpec, work: ForwardWork, rows, seque
     """The time of a forward's work on one GPU or CPU: under the device's engine profile when it has
     one, else its roofline. `rows` = new tokens x sequences; `sequences` pay the per-sequence overhead."""
     if device.engine is not None:  # a fitted engine profile replaces the roofline's efficiencies
-        return forward_cost(engine_roofline(model, device, work, device.engine, sequences), work.flops, work.bytes)
+        return forward_cost(engine_roofline(model, device, work, device.engine, sequences, attention_efficiency),
+                            work.flops, work.bytes)
     peak = device.peak_for(model.compute_dtype) * device.eta_compute
     compute = work.attention_flops / (peak * attention_efficiency)
     bandwidth = device.main_memory.achieved_bandwidth_bytes_per_s

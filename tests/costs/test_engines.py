@@ -303,3 +303,16 @@ def test_an_engine_fact_or_a_device_fraction_out_of_range_is_one_line(tmp_path):
         assert "mma_sync_only" in str(err.value) and "\n" not in str(err.value)
     with pytest.raises(SpecError, match="mma_sync_fraction"):
         dataclasses.replace(Catalog.open().device("h100-sxm"), mma_sync_fraction=1.5)
+
+
+def test_a_sparse_tree_mask_slows_attention_under_an_engine_profile_too(catalog):
+    # the profile's attention rate is fitted on causal forwards; a tree's sparse mask runs at a fraction
+    # of it, exactly as a profile whose attention rate were that fraction lower would price it
+    gpu = catalog.with_engine("trtllm").device("rtx-4090")
+    model = catalog.model("qwen3-8b")
+    n, pairs = 64, None  # a verify of 64 rows over a long cache, where attention is a visible share
+    masked = processor_forward_cost(model, gpu, n, 4096, 1, pairs, attention_efficiency=0.5)
+    dense = processor_forward_cost(model, gpu, n, 4096, 1, pairs, attention_efficiency=1.0)
+    slower = dataclasses.replace(gpu, engine=dataclasses.replace(gpu.engine, attention_efficiency=gpu.engine.attention_efficiency * 0.5))
+    assert float(masked.time_s) == pytest.approx(float(processor_forward_cost(model, slower, n, 4096, 1, pairs).time_s))
+    assert float(masked.time_s) > float(dense.time_s)
