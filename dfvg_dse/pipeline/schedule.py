@@ -79,7 +79,8 @@ def feasibility(config: DecodeConfig, shape: RoundShape | None) -> str:
     positions = config.context + (0 if shape is None else int(shape.widths.sum()) + 1)
     same = system.draft.name == system.verify.name
     target_fit = memory_fit(config.target, system.verify, positions, config.batch)
-    draft_fit = memory_fit(config.draft, system.draft, positions, config.batch, beside_target=same) if config.draft else None
+    drafts = config.draft is not None and config.schedule != "ar"  # autoregressive decoding runs the target alone
+    draft_fit = memory_fit(config.draft, system.draft, positions, config.batch, beside_target=same) if drafts else None
     need = float(target_fit.required_bytes) + (float(draft_fit.required_bytes) if draft_fit is not None and same else 0)
     if need > target_fit.capacity_bytes:
         what = "target and draft need" if same and draft_fit is not None else "target needs"

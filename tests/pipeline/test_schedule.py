@@ -119,6 +119,20 @@ def test_a_target_that_does_not_fit_is_infeasible(catalog, parts):
     assert not est.feasible and "needs 138" in est.reason
 
 
+def test_autoregressive_decoding_needs_room_for_the_target_alone(parts):
+    # a draft named beside AR on the same GPU is never loaded: at batch 64 Qwen3-8B's cache fits the
+    # RTX 4090 alone, not with Qwen3-0.6B's weights and cache beside it
+    from dfvg_dse.costs import memory_fit
+    gpu, target, draft = parts["gpu"], parts["target"], parts["draft"]
+    alone = memory_fit(target, gpu, 513, 64)
+    beside = memory_fit(draft, gpu, 513, 64, beside_target=True)
+    assert alone.fits and float(alone.required_bytes + beside.required_bytes) > alone.capacity_bytes
+    ar = estimate(DecodeConfig(target, SystemSpec(gpu, gpu), draft, parts["profile"], schedule="ar", batch=64))
+    assert ar.feasible, ar.reason
+    spec = estimate(DecodeConfig(target, SystemSpec(gpu, gpu), draft, parts["profile"], tree=chain(2), batch=64))
+    assert not spec.feasible and "target and draft need" in spec.reason
+
+
 def test_batch_amortises_weights_but_shrinks_the_gain(make):
     gains = [estimate(make(tree=chain(4), batch=b)).speedup_vs_ar for b in (1, 16, 64)]
     assert gains[0] > gains[2]  # speculation pays less as b grows (Su et al.)
