@@ -25,6 +25,7 @@ _COMMON = {
     "overlap": (units.FRACTION, False, False),
     "multi_row_bandwidth": (units.FRACTION, False, True),
     "draft_round_overhead": (units.SECONDS, False, False),
+    "verify_round_overhead": (units.SECONDS, False, False),
     "price_per_hour": (units.USD_PER_S, False, True),
 }
 # Dense tensor peaks per dtype; a missing one falls back with a warning (specs.DeviceSpec.compute_peak).
@@ -72,7 +73,8 @@ PLAUSIBLE = {
     "tdp": _span(0.1, "W", 5000, "W"), "decode_power": _span(0.1, "W", 5000, "W"),
     "idle_power": _span(0, "W", 5000, "W"),
     "layer_overhead": _span(0, "s", 1, "s"), "forward_overhead": _span(0, "s", 1, "s"),
-    "draft_round_overhead": _span(0, "s", 1, "s"), "price_per_hour": _span(0, "USD/h", 1000, "USD/h"),
+    "draft_round_overhead": _span(0, "s", 1, "s"), "verify_round_overhead": _span(0, "s", 1, "s"),
+    "price_per_hour": _span(0, "USD/h", 1000, "USD/h"),
     "memory.capacity": _span(1, "MB", 16, "TB"), "memory.bandwidth": _span(0.1, "GB/s", 100, "TB/s"),
     "gpu:peak": _span(0.1, "TFLOPS", 200000, "TFLOPS"), "cpu:peak": _span(0.1, "GFLOPS", 2000, "TFLOPS"),
     "gpu:onchip_sram": _span(0.1, "MB", 4, "GB"),
@@ -254,6 +256,7 @@ def parse_device(path: Path, data: dict, kind: str, defaults: CalibrationDefault
             cores=int(q["cores"].si) if "cores" in q else None, source=str(path),
             compute_memory_overlap=si("overlap", 1.0), multi_row_bandwidth_fraction=si("multi_row_bandwidth", 1.0),
             draft_round_overhead_s=si("draft_round_overhead", 0.0),
+            verify_round_overhead_s=si("verify_round_overhead", 0.0),
             linear_row_ratios=_ratio_table(path, data, "linear_row_ratios"),
             device_class=read_string(path, data, "device_class", "") or "",
             own_engine=read_string(path, data, "engine", "") or "",

@@ -32,6 +32,7 @@ def core_document(device: DeviceSpec, clock_hz: float, peak_source: str, fit_sou
         "multi_row_bandwidth": _q(device.multi_row_bandwidth_fraction, "fraction", "measured", fit),
         "overlap": _q(device.compute_memory_overlap, "fraction", "measured", fit),
         "draft_round_overhead": _q(device.draft_round_overhead_s * 1e6, "us", "measured", fit),
+        "verify_round_overhead": _q(device.verify_round_overhead_s * 1e6, "us", "measured", fit),
         "tdp": _q(device.tdp_w, "W", "unverified", assumed),
         "memory": [{"tier": "ddr", "capacity": _q(memory.capacity_bytes / 2 ** 30, "GiB", "unverified",
                                                   "a core's share; a tiny model never fills it"),

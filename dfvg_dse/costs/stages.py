@@ -6,7 +6,8 @@ drafting level i + 1 runs the draft model on level i (Medusa's heads draft every
 level in one forward on the root; a lookup drafter searches each sequence's context once on the host
 CPU, `lookup_s_per_round` + `lookup_s_per_context_token` x context); plus the draft device's
 fixed per-round work (`draft_round_overhead_s`, 0 unless calibrated). Verify time V is one
-target forward over the root and every draft node, with the tree's ancestor pairs for attention.
+target forward over the root and every draft node, with the tree's ancestor pairs for attention,
+plus the verifier's fixed per-round work (`verify_round_overhead_s`, 0 unless calibrated).
 Link bytes: `record_bytes` per draft token down (plus Q over the vocabulary in fp16 when
 verification is stochastic) and one record per accepted token up.
 """
@@ -54,9 +55,14 @@ def tree_draft_time_s(model: ModelSpec, device: DeviceSpec, widths, context: int
 
 def tree_verify_cost(model: ModelSpec, device: DeviceSpec, draft_nodes, tree_pairs, context: int, batch: int = 1,
                      attention_efficiency: float = 1.0) -> ForwardCost:
-    """One target forward over the root and `draft_nodes` draft tokens (GPU or CPU verifier)."""
-    return processor_forward_cost(model, device, 1.0 + np.asarray(draft_nodes, dtype=float), context, batch,
+    """One target forward over the root and `draft_nodes` draft tokens (GPU or CPU verifier), plus the
+    verifier's fixed work per round (`verify_round_overhead_s`, 0 unless calibrated)."""
+    cost = processor_forward_cost(model, device, 1.0 + np.asarray(draft_nodes, dtype=float), context, batch,
                                   tree_pairs, attention_efficiency)
+    if not device.verify_round_overhead_s:
+        return cost
+    per_round = np.broadcast_to(device.verify_round_overhead_s, np.shape(cost.time_s))
+    return cost._replace(time_s=cost.time_s + per_round, overhead_time_s=cost.overhead_time_s + per_round)
 
 
 def round_link_bytes(draft_nodes, accepted_tokens, record_bytes: int, batch: int = 1,

@@ -215,6 +215,10 @@ class DeviceSpec:
     # Fixed work of one drafting round on this device besides its per-level forwards: taking the
     # verdict and re-ingesting accepted tokens it has not cached (issue 7's calibration).
     draft_round_overhead_s: float = 0.0
+    # Fixed work of one verification round on this device besides the target's forward over the
+    # tree: building its mask and positions, walking the accepted path, compacting the KV cache; an
+    # autoregressive step pays none of it (issue 7's calibration; 0 elsewhere).
+    verify_round_overhead_s: float = 0.0
     # The serving engine whose fitted kernels price this GPU's forwards (specs/engines.py); None
     # is the plain roofline with the efficiencies and overheads above.
     engine: object | None = None
@@ -248,7 +252,8 @@ class DeviceSpec:
             if not (isinstance(peak, (int, float)) and math.isfinite(peak) and peak > 0):
                 raise SpecError(f"peak_{dtype}", peak, "must be a positive number")
         _require_fraction(self, "eta_compute")
-        _require_non_negative(self, "layer_overhead_s", "forward_overhead_s", "idle_power_w", "draft_round_overhead_s")
+        _require_non_negative(self, "layer_overhead_s", "forward_overhead_s", "idle_power_w", "draft_round_overhead_s",
+                                 "verify_round_overhead_s")
         if not 0.0 <= self.compute_memory_overlap <= 1.0:
             raise SpecError("overlap", self.compute_memory_overlap, "must be a fraction in [0, 1]")
         if not 0.0 < self.multi_row_bandwidth_fraction <= 1.0:

@@ -32,7 +32,8 @@ from dfvg_dse.specs import DeviceSpec, LinkSpec, MemoryTier, ModelSpec, TreeSpec
 CORE_PARAMETERS = (("eta_compute", 1e-4, 1.0, 0.2), ("bandwidth_bytes_per_s", 1e8, 1e12, 2e10),
                    ("forward_overhead_s", 0.0, 1e-2, 1e-4), ("layer_overhead_s", 0.0, 1e-3, 5e-5),
                    ("multi_row_bandwidth_fraction", 0.05, 1.0, 0.7), ("compute_memory_overlap", 0.0, 1.0, 0.5),
-                   ("draft_round_overhead_s", 0.0, 1e-2, 5e-5))  # the last only for a draft core
+                   ("draft_round_overhead_s", 0.0, 1e-2, 5e-5),  # only for a draft core
+                   ("verify_round_overhead_s", 0.0, 1e-2, 5e-5))  # only for a verify core
 # The pipe: latency 0 or 1 ms, bandwidth 1 MB/s or 1 TB/s are not pipes (healthy fits: ~9 us, ~6 GB/s).
 LINK_PARAMETERS = (("latency_s", 0.0, 1e-3, 1e-5), ("bandwidth_bytes_per_s", 1e6, 1e12, 5e9))
 # Ends of a range that are values of the term itself, not limits of the search: reaching them is an
@@ -133,7 +134,8 @@ def core_device(name: str, peak_flops_per_s: float, values: dict, source: str,
                       compute_memory_overlap=values["compute_memory_overlap"],
                       multi_row_bandwidth_fraction=values.get("multi_row_bandwidth_fraction", 1.0),
                       linear_row_ratios=tuple(linear_row_ratios),
-                      draft_round_overhead_s=values.get("draft_round_overhead_s", 0.0))
+                      draft_round_overhead_s=values.get("draft_round_overhead_s", 0.0),
+                      verify_round_overhead_s=values.get("verify_round_overhead_s", 0.0))
 
 
 def stage_records(runs: list, prompt_lengths: list[int]) -> list[dict]:
@@ -169,7 +171,9 @@ def _predict(device: DeviceSpec, spec: ModelSpec, records: list[dict]) -> np.nda
     if forwards:
         n = np.array([records[i]["tokens"] for i in forwards], dtype=float)
         c = np.array([records[i]["context"] for i in forwards], dtype=float)
-        out[forwards] = processor_forward_cost(spec, device, n, c).time_s
+        # a forward of more than one token is a tree's verification, which pays the round's fixed work
+        out[forwards] = processor_forward_cost(spec, device, n, c).time_s + np.where(n > 1, device.verify_round_overhead_s,
+                                                                                     0.0)
     for i, record in enumerate(records):
         if "widths" in record:
             out[i] = float(tree_draft_time_s(spec, device, record["widths"], record["context"])[0])
@@ -178,9 +182,11 @@ def _predict(device: DeviceSpec, spec: ModelSpec, records: list[dict]) -> np.nda
 
 def core_parameters(drafting: bool, measured_rows: bool) -> tuple:
     """The CORE_PARAMETERS one fit determines: the draft round overhead only on a draft core, the
-    multi-row bandwidth fraction only where the linear layers' row ratios were not measured."""
+    verify round overhead only on a verify core, the multi-row bandwidth fraction only where the
+    linear layers' row ratios were not measured."""
     return tuple(p for p in CORE_PARAMETERS
                  if (drafting or p[0] != "draft_round_overhead_s")
+                 and (not drafting or p[0] != "verify_round_overhead_s")
                  and not (measured_rows and p[0] == "multi_row_bandwidth_fraction"))
 
 

@@ -11,9 +11,9 @@ from dfvg_dse.catalog.hwdocs import core_document, link_document
 from dfvg_dse.catalog.lookup import write_toml_atomic
 from dfvg_dse.catalog.errors import CatalogError
 from dfvg_dse.costs.processor import linear_row_ratio, processor_forward_cost
+from dfvg_dse.costs.stages import tree_draft_time_s, tree_verify_cost
 from dfvg_dse.costs.work import forward_work
 from dfvg_dse.reference.microbench import linear_row_times
-from dfvg_dse.costs.stages import tree_draft_time_s
 from dfvg_dse.reference.stages import RunResult
 from dfvg_dse.specs import ModelSpec
 from dfvg_dse.validation.calibrate import core_device, fit_core, fit_link, stage_records
@@ -28,13 +28,16 @@ TRUE = {"eta_compute": 0.3, "bandwidth_bytes_per_s": 2.5e10, "forward_overhead_s
 
 
 def test_fit_recovers_the_parameters_that_made_the_times():
-    device = core_device("truth", PEAK, TRUE, "test")
+    # autoregressive steps (1 token) and tree verifications (more), which also pay the round's fixed work
+    device = core_device("truth", PEAK, {**TRUE, "verify_round_overhead_s": 1e-4}, "test")
     records = [{"model": "target", "tokens": n, "context": c,
-                "seconds": float(processor_forward_cost(TARGET, device, n, c).time_s)}
+                "seconds": float(tree_verify_cost(TARGET, device, n - 1, None, c).time_s if n > 1 else
+                                 processor_forward_cost(TARGET, device, n, c).time_s)}
                for n in (1, 2, 3, 4, 6, 8, 12, 16, 32, 64) for c in (32, 256)]
     fit = fit_core(records, TARGET, PEAK, "fitted", "test")
     assert fit.rms_relative_error < 1e-3
     assert fit.issues == ()  # nothing at a bound, a small error: nothing to report
+    assert fit.device.verify_round_overhead_s == pytest.approx(1e-4, rel=0.1)
     for name in ("eta_compute", "bandwidth_bytes_per_s", "multi_row_bandwidth_fraction"):
         field = "memory" if name == "bandwidth_bytes_per_s" else name
         got = fit.device.main_memory.bandwidth_bytes_per_s if field == "memory" else getattr(fit.device, name)

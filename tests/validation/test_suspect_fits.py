@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from dfvg_dse.cli import cli
 from dfvg_dse.costs.processor import processor_forward_cost
-from dfvg_dse.costs.stages import tree_draft_time_s
+from dfvg_dse.costs.stages import tree_draft_time_s, tree_verify_cost
 from dfvg_dse.reference.stages import RunResult
 from dfvg_dse.specs import ModelSpec
 from dfvg_dse.specs.decoding import TreeSpec
@@ -35,7 +35,9 @@ GARBAGE_PIPE = [{"bytes": b, "seconds": s, "count": 200} for b, s in zip(run.PIP
 
 
 def _records(device, shapes=SHAPES, noise=None):
-    times = [float(processor_forward_cost(TARGET, device, n, c).time_s) for n, c in shapes]
+    """Autoregressive steps (1 token) and tree verifications (more tokens, and the round's fixed work)."""
+    times = [float(tree_verify_cost(TARGET, device, n - 1, None, c).time_s if n > 1 else
+                   processor_forward_cost(TARGET, device, n, c).time_s) for n, c in shapes]
     if noise is not None:
         times = [t * f for t, f in zip(times, noise)]
     return [{"model": "target", "tokens": n, "context": c, "seconds": t} for (n, c), t in zip(shapes, times)]
@@ -47,8 +49,10 @@ def _named(issues, parameter):
 
 # -- the fit functions ------------------------------------------------------------------------
 def test_a_healthy_core_fit_has_no_issues():
-    fit = fit_core(_records(core_device("truth", PEAK, TRUE, "t")), TARGET, PEAK, "local-core-0", "t")
+    truth = core_device("truth", PEAK, {**TRUE, "verify_round_overhead_s": 8e-5}, "t")
+    fit = fit_core(_records(truth), TARGET, PEAK, "local-core-0", "t")
     assert fit.issues == ()
+    assert fit.device.verify_round_overhead_s == pytest.approx(8e-5, rel=0.1)
 
 
 def test_a_core_whose_optimum_lies_outside_the_bounds_names_each_bound():
