@@ -123,8 +123,9 @@ def _core_record(fit, drafts: bool) -> dict:
             "forward_overhead_us": device.forward_overhead_s * 1e6, "layer_overhead_us": device.layer_overhead_s * 1e6,
             "multi_row_bandwidth": device.multi_row_bandwidth_fraction, "overlap": device.compute_memory_overlap,
             "linear_row_ratios": list(device.linear_row_ratios),
-            # only the draft core drafts: the verify core's round overhead is not fitted
+            # each core's own fixed work per round: drafting on the draft core, verification on the verify core
             "draft_round_overhead_us": device.draft_round_overhead_s * 1e6 if drafts else None,
+            "verify_round_overhead_us": None if drafts else device.verify_round_overhead_s * 1e6,
             "rms_error": fit.rms_relative_error, "max_error": fit.max_relative_error}
 
 
@@ -192,7 +193,7 @@ def calibrate_cmd(ctx, quick, count, torch_device, model_name, dtype, out_dir, p
     else:
         rows = [[stage, f"{c['eta_compute']:.3f}", f"{c['bandwidth_gb_s']:.1f}", f"{c['forward_overhead_us']:.1f}",
                  f"{c['layer_overhead_us']:.1f}", f"{c['multi_row_bandwidth']:.3f}", f"{c['overlap']:.2f}",
-                 "-" if c["draft_round_overhead_us"] is None else f"{c['draft_round_overhead_us']:.1f}",
+                 f"{c['draft_round_overhead_us'] if c['verify_round_overhead_us'] is None else c['verify_round_overhead_us']:.1f}",
                  f"{c['rms_error']:.1%}"]
                 for stage, c in (("verify core", record["verify_core"]), ("draft core", record["draft_core"]))]
         emit_table(rows, ["stage", "eta_compute", "bandwidth GB/s", "forward us", "layer us", "multi-row bw",

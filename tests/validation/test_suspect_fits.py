@@ -300,6 +300,8 @@ def test_calibrate_reports_bound_hits_and_exits_1_when_suspect(synthetic, tmp_pa
     document = json.loads(healthy.stdout)
     assert document["suspect"] == [] and isinstance(document["warnings"], list)
     assert document["verify_core"]["draft_round_overhead_us"] is None  # not fitted for the verify core
+    assert document["draft_core"]["verify_round_overhead_us"] is None  # nor this one for the draft core
+    assert document["verify_core"]["verify_round_overhead_us"] >= 0
     synthetic(GARBAGE_PIPE)
     garbage = CliRunner().invoke(cli, ["calibrate", "--count", "2", "--out", str(tmp_path), "--json"])
     assert garbage.exit_code == 1
