@@ -193,7 +193,7 @@ def calibrate_cmd(ctx, quick, count, torch_device, model_name, dtype, out_dir, p
     else:
         rows = [[stage, f"{c['eta_compute']:.3f}", f"{c['bandwidth_gb_s']:.1f}", f"{c['forward_overhead_us']:.1f}",
                  f"{c['layer_overhead_us']:.1f}", f"{c['multi_row_bandwidth']:.3f}", f"{c['overlap']:.2f}",
-                 f"{c['draft_round_overhead_us'] if c['verify_round_overhead_us'] is None else c['verify_round_overhead_us']:.1f}",
+                 f"{c['verify_round_overhead_us'] if stage == 'verify core' else c['draft_round_overhead_us']:.1f}",
                  f"{c['rms_error']:.1%}"]
                 for stage, c in (("verify core", record["verify_core"]), ("draft core", record["draft_core"]))]
         emit_table(rows, ["stage", "eta_compute", "bandwidth GB/s", "forward us", "layer us", "multi-row bw",

@@ -25,7 +25,7 @@ from scipy.stats import linregress
 
 from dfvg_dse.acceptance.calibrate import check_round, fit_profile
 from dfvg_dse.costs.processor import processor_forward_cost
-from dfvg_dse.costs.stages import tree_draft_time_s
+from dfvg_dse.costs.stages import tree_draft_time_s, tree_verify_cost
 from dfvg_dse.specs import DeviceSpec, LinkSpec, MemoryTier, ModelSpec, TreeSpec
 
 # name, lower bound, upper bound, start
@@ -171,9 +171,9 @@ def _predict(device: DeviceSpec, spec: ModelSpec, records: list[dict]) -> np.nda
     if forwards:
         n = np.array([records[i]["tokens"] for i in forwards], dtype=float)
         c = np.array([records[i]["context"] for i in forwards], dtype=float)
-        # a forward of more than one token is a tree's verification, which pays the round's fixed work
-        out[forwards] = processor_forward_cost(spec, device, n, c).time_s + np.where(n > 1, device.verify_round_overhead_s,
-                                                                                     0.0)
+        # one token: an autoregressive step; more: a tree's verification, with the round's fixed work
+        out[forwards] = np.where(n > 1, tree_verify_cost(spec, device, n - 1, None, c).time_s,
+                                 processor_forward_cost(spec, device, n, c).time_s)
     for i, record in enumerate(records):
         if "widths" in record:
             out[i] = float(tree_draft_time_s(spec, device, record["widths"], record["context"])[0])
