@@ -23,7 +23,7 @@ ALLOWED = {
     "sim": {"units", "specs", "costs", "acceptance"},
     "serving.*": {"units", "specs", "costs", "acceptance", "pipeline", "sim"},
     "reference.*": {"units", "specs", "processes"},
-    "validation.*": {"units", "specs", "costs", "acceptance", "tree", "pipeline", "reference"},
+    "validation.*": {"units", "specs", "costs", "acceptance", "tree", "pipeline", "sim", "serving", "reference"},
     "search.*": {"units", "specs", "pipeline", "tree", "processes", "serving"},
     "report.*": {"units", "specs", "costs", "acceptance", "tree", "pipeline", "sim", "search", "serving"},
     "export": {"units", "specs", "files", "report", "search", "tree"},

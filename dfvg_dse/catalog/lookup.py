@@ -34,7 +34,7 @@ from dfvg_dse.catalog.heads import HeadLookup
 from dfvg_dse.catalog.profiles import parse_profile, profile_document, read_tree_document
 from dfvg_dse.catalog.studies import check_study
 from dfvg_dse.catalog.traces import read_trace_file
-from dfvg_dse.catalog.workloads import read_workload
+from dfvg_dse.catalog.workloads import read_workload, workload_names
 from dfvg_dse.files import atomic_write, path_text
 from dfvg_dse.specs import (AcceptanceProfile, CalibrationDefaults, DeviceSpec, InputError, LinkSpec, ModelSpec,
                             SpecError)
@@ -339,11 +339,12 @@ class Catalog(HeadLookup):
 
     def measurements(self, kind: str | None = None) -> list[MeasurementSource]:
         """Every measurement file along the hwdb search path (an earlier folder overrides a file by its
-        name), optionally of one kind ("forward" or "speculative"); names checked against the catalog."""
-        models, devices = set(self.model_names()), set(self.hw_names("gpu")) | set(self.hw_names("cpu"))
+        name), optionally of one kind ("forward", "speculative" or "serving"); names checked against the catalog."""
+        names_of = {"model": set(self.model_names()), "device": set(self.hw_names("gpu")) | set(self.hw_names("cpu")),
+                    "workload": set(workload_names(self.models_dirs))}
 
         def known(what: str, name: str) -> str | None:
-            names = models if what == "model" else devices
+            names = names_of[what]
             if name in names:
                 return None
             close = difflib.get_close_matches(name, sorted(names), n=1)

@@ -12,9 +12,9 @@ from typing import Any, Callable, Mapping
 
 from dfvg_dse.catalog.errors import _MISSING, DataError
 from dfvg_dse.specs.measurements import (ENGINES, MEASURED_DTYPES, METHOD_DRAFTERS, PHASE_METRICS, PHASES,
-                                         ForwardMeasurement, MeasurementSource, SpeculativeResult)
+                                         ForwardMeasurement, MeasurementSource, ServingResult, SpeculativeResult)
 
-KINDS = ("forward", "speculative")
+KINDS = ("forward", "speculative", "serving")
 SOURCE_FIELDS = ("kind", "id", "title", "url", "engine", "engine_version", "published", "notes")
 MAX_BATCH = 4096
 MAX_TOKENS = 10 ** 6
@@ -58,6 +58,11 @@ SPECULATIVE_FIELDS: dict[str, tuple] = {
     "notes": _TEXT,
 }
 SPECULATIVE_OPTIONAL = {"ms_per_token": 0.0, "notes": "", "draft": "", "draft_engine": ""}
+MAX_SERVED_REQUESTS = 1000  # a serving row's requests, each served `batch` times: seconds of simulation
+SERVING_FIELDS: dict[str, tuple] = {
+    **SPECULATIVE_FIELDS, "workload": _NAME,
+    "requests": (int, lambda v: 1 <= v <= MAX_SERVED_REQUESTS, f"an integer in 1..{MAX_SERVED_REQUESTS}"),
+}
 
 
 def _typed(path: Path, field: str, value: Any, spec: tuple) -> Any:
@@ -103,7 +108,8 @@ def _forward(path: Path, index: int, row: dict, source: str, engine: str) -> For
     return ForwardMeasurement(source=source, engine=engine, **fields)
 
 
-def _speculative(path: Path, index: int, row: dict, source: str, engine: str) -> SpeculativeResult:
+def _speculative(path: Path, index: int, row: dict, source: str, engine: str,
+                 make: type = SpeculativeResult) -> SpeculativeResult:
     kind = METHOD_DRAFTERS.get(row["method"])
     if kind is None:
         raise DataError(path, f"row[{index}].method", row["method"], f"allowed: {', '.join(sorted(METHOD_DRAFTERS))}")
@@ -120,7 +126,11 @@ def _speculative(path: Path, index: int, row: dict, source: str, engine: str) ->
         raise DataError(path, f"row[{index}].mean_accepted_tokens", row["mean_accepted_tokens"],
                         f"at most tree_depth + 1 = {row['tree_depth'] + 1} tokens are accepted per round")
     fields = {k: v for k, v in row.items() if k != "notes"}
-    return SpeculativeResult(source=source, engine=engine, **fields)
+    return make(source=source, engine=engine, **fields)
+
+
+def _serving(path: Path, index: int, row: dict, source: str, engine: str) -> ServingResult:
+    return _speculative(path, index, row, source, engine, ServingResult)
 
 
 def parse_measurements(path: Path, data: dict, known: Callable[[str, str], str | None] | None = None) -> MeasurementSource:
@@ -148,17 +158,21 @@ def parse_measurements(path: Path, data: dict, known: Callable[[str, str], str |
         raise DataError(path, "row", rows if rows is _MISSING else f"{len(rows)} rows" if isinstance(rows, list) else rows,
                         f"needs 1..{MAX_ROWS:,} [[row]] tables")
     forward = text["kind"] == "forward"
-    fields, optional = (FORWARD_FIELDS, FORWARD_OPTIONAL) if forward else (SPECULATIVE_FIELDS, SPECULATIVE_OPTIONAL)
+    fields, optional, make = {"forward": (FORWARD_FIELDS, FORWARD_OPTIONAL, _forward),
+                              "speculative": (SPECULATIVE_FIELDS, SPECULATIVE_OPTIONAL, _speculative),
+                              "serving": (SERVING_FIELDS, SPECULATIVE_OPTIONAL, _serving)}[text["kind"]]
     parsed = []
     for i, raw in enumerate(rows):
         row = _row(path, i, raw, fields, optional)
-        names = [("device", row["device"])] + ([("model", row["model"])] if forward else
-                                                [("model", row["target"])] + ([("model", row["draft"])] if row["draft"] else []))
-        for key, (kind, name) in zip(("device", "model" if forward else "target", "draft"), names):
+        names = [("device", "device", row["device"])] + ([("model", "model", row["model"])] if forward else
+                                                         [("target", "model", row["target"])]
+                                                         + ([("draft", "model", row["draft"])] if row["draft"] else []))
+        if "workload" in row:
+            names.append(("workload", "workload", row["workload"]))
+        for key, kind, name in names:
             problem = known(kind, name) if known else None
             if problem:
                 raise DataError(path, f"row[{i}].{key}", name, problem)
-        make = _forward if forward else _speculative
         parsed.append(make(path, i, row, text["id"], text["engine"]))
     return MeasurementSource(text["id"], text["kind"], text["title"], text["url"], text["engine"],
                              text["engine_version"], text["published"], tuple(parsed), str(path))

@@ -15,10 +15,10 @@ from dfvg_dse.specs import InputError, SpecError
 from dfvg_dse.specs.hardware import shorten
 from dfvg_dse.specs.serving import LENGTH_KINDS, MAX_TOKENS, LengthDistribution, Workload
 
-_FIELDS = ("name", "title", "source", "tag", "notes", "prompt", "output")
+_FIELDS = ("name", "title", "source", "tag", "notes", "prompt", "output", "trace")
 _LENGTH_FIELDS = {"fixed": ("kind", "mean"), "lognormal": ("kind", "mean", "median", "minimum", "maximum"),
                   "quantiles": ("kind", "mean", "probabilities", "tokens")}
-CSV_COLUMNS = ("prompt_tokens", "output_tokens")
+CSV_COLUMNS = ("prompt_tokens", "output_tokens")  # a CSV trace's columns, a TOML [trace]'s lists
 MAX_CSV_REQUESTS = 2_000_000
 
 
@@ -67,16 +67,46 @@ def _length(path: Path, field: str, raw) -> LengthDistribution:
                         err.allowed) from None
 
 
+def _trace(path: Path, raw) -> tuple[LengthDistribution, LengthDistribution]:
+    """A [trace] table: one request per position of its equal-length prompt_tokens and output_tokens
+    lists (the pairs a published run served, drawn together as a CSV trace's are)."""
+    if not isinstance(raw, dict):
+        raise DataError(path, "trace", raw, "must be a table with prompt_tokens and output_tokens lists")
+    for key in raw:
+        if key not in CSV_COLUMNS:
+            raise DataError(path, f"trace.{key}", raw[key], f"unknown field; allowed: {', '.join(CSV_COLUMNS)}")
+    lists = []
+    for key in CSV_COLUMNS:
+        values = raw.get(key, _MISSING)
+        if not isinstance(values, list) or not values or len(values) > MAX_CSV_REQUESTS:
+            raise DataError(path, f"trace.{key}", values, f"required: a list of 1..{MAX_CSV_REQUESTS:,} token counts")
+        for i, v in enumerate(values):
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_TOKENS:
+                raise DataError(path, f"trace.{key}[{i}]", v, f"must be a whole number of tokens, 1..{MAX_TOKENS:,}")
+        lists.append(tuple(values))
+    if len(lists[0]) != len(lists[1]):
+        raise DataError(path, "trace.output_tokens", f"{len(lists[1])} values",
+                        f"must pair with prompt_tokens' {len(lists[0])}, one per request")
+    return tuple(LengthDistribution("empirical", sum(v) / len(v), values=v) for v in lists)
+
+
 def read_workload_toml(path: Path) -> Workload:
-    """A TOML workload: name, source, tag and the prompt and output length tables."""
+    """A TOML workload: name, source, tag and either the prompt and output length tables or a
+    [trace] of paired request lengths."""
     data = read_toml(path)
     source, _ = read_provenance(path, data, _FIELDS, "workload")
     name = data.get("name", path.stem)
     if not isinstance(name, str) or not name:
         raise DataError(path, "name", name, "must be a non-empty string")
+    if "trace" in data:
+        for field in ("prompt", "output"):
+            if field in data:
+                raise DataError(path, field, data[field], "give the [trace] or the [prompt] and [output] tables, not both")
+        prompt, output = _trace(path, data["trace"])
+        return Workload(name, prompt, output, source, paired=True)
     for field in ("prompt", "output"):
         if field not in data:
-            raise DataError(path, field, _MISSING, "required: a table of the lengths")
+            raise DataError(path, field, _MISSING, "required: a table of the lengths (or a [trace] of requests)")
     return Workload(name, _length(path, "prompt", data["prompt"]), _length(path, "output", data["output"]), source)
 
 

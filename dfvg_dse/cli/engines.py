@@ -20,6 +20,7 @@ from dfvg_dse.specs.measurements import ENGINE_FAMILIES, ForwardMeasurement
 from dfvg_dse.validation.engines import POOLED
 from dfvg_dse.validation.fidelity import (Budgets, Inputs, fit, fitted_rows, forward_report, set_aside_report,
                                           set_aside_summary, speculative_report, summary, verdicts)
+from dfvg_dse.validation.serving_anchors import serving_report
 
 GENERIC = "generic"  # the file name of the pooled profile: an engine without rows of its own
 DISPLAY = {"trtllm": "TensorRT-LLM", "vllm": "vLLM", "sglang": "SGLang", "gpt-fast": "gpt-fast",
@@ -152,18 +153,20 @@ def anchors_report(ctx, out: Path, as_json: bool, budgets: Budgets = Budgets()) 
     profiles[POOLED] = profiles.get(GENERIC) or fitted.profile(POOLED, "in-memory pooled fit")
     speculative = speculative_report(inputs, profiles)
     aside = set_aside_report(inputs, profiles)
+    workloads = {r.workload: catalog.workload(r.workload) for s in inputs.sources if s.kind == "serving" for r in s.rows}
+    serving = serving_report(inputs, profiles, workloads)
     loso, inside = summary(records), summary(records, "error")
-    broken = verdicts(records, speculative, budgets, aside)
+    broken = verdicts(records, speculative, budgets, aside, serving)
     written = write_records(out / "anchors.csv", records) + write_records(out / "anchors-summary.csv", loso)
-    if speculative:
-        written += write_records(out / "speculative.csv", speculative)
-    if aside:
-        written += write_records(out / "set-aside.csv", aside)
+    for name, extra in (("speculative", speculative), ("set-aside", aside), ("serving", serving)):
+        if extra:
+            written += write_records(out / f"{name}.csv", extra)
     written.append(write_plot(out / "anchors.png", lambda tmp: plot_fidelity(
         records, tmp, f"{len(records)} published forwards, leave-one-source-out")))
     if as_json:
         emit_json({"forward": records, "summary": loso, "in_sample_summary": inside, "speculative": speculative,
-                   "set_aside": aside, "set_aside_summary": set_aside_summary(aside), "broken": broken, "written": [str(p) for p in written]})
+                   "set_aside": aside, "set_aside_summary": set_aside_summary(aside), "serving": serving,
+                   "broken": broken, "written": [str(p) for p in written]})
     else:
         emit_table([[a["category"], str(a["rows"]), f"{a['median_abs_error']:.1%}", f"{a['p90_abs_error']:.1%}",
                      f"{b['median_abs_error']:.1%}"] for a, b in zip(loso, inside)],
@@ -177,6 +180,12 @@ def anchors_report(ctx, out: Path, as_json: bool, budgets: Budgets = Budgets()) 
             emit_table([[a["category"], str(a["rows"]), f"{a['median_abs_error']:.1%}", f"{a['p90_abs_error']:.1%}"]
                         for a in set_aside_summary(aside)],
                        ["set aside: multi-GPU, MoE (never fitted)", "rows", "median |err|", "p90"])
+        if serving:
+            emit_table([[r["source"], r["target"], r["draft"], r["device"], r["workload"], str(r["batch"]),
+                         f"{r['mean_accepted_tokens']:.2f}", f"{r['published_speedup']:.2f}",
+                         f"{r['predicted_speedup']:.2f}", f"{r['error']:+.1%}"] for r in serving],
+                       ["serving under load", "target", "drafter", "device", "workload", "batch", "tau", "published",
+                        "predicted", "error"])
         click.echo("wrote " + ", ".join(str(p) for p in written))
         for line in broken:
             click.echo(f"budget broken: {line}", err=True)

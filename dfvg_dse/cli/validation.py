@@ -21,7 +21,8 @@ from dfvg_dse.export import write_json, write_jsonl, write_markdown_table, write
 from dfvg_dse.files import check_output_folder
 from dfvg_dse.report.plots import plot_validation
 from dfvg_dse.validation.fidelity import (FORWARD_MEDIAN_BUDGET, FORWARD_P90_BUDGET,
-                                          SET_ASIDE_MEDIAN_BUDGET, SPECULATIVE_MEDIAN_BUDGET, Budgets)
+                                          SERVING_MEDIAN_BUDGET, SET_ASIDE_MEDIAN_BUDGET, SPECULATIVE_MEDIAN_BUDGET,
+                                          Budgets)
 from dfvg_dse.validation.compare import SAMPLED_TEMPERATURE, Parts, cases, summary
 from dfvg_dse.validation.run import NEW_TOKENS, Calibration, calibrate, validate
 
@@ -225,13 +226,15 @@ def calibrate_cmd(ctx, quick, count, torch_device, model_name, dtype, out_dir, p
               show_default=True, help="--anchors: median |error| allowed on published speculative speedups.")
 @click.option("--set-aside-budget", type=FiniteFloatRange(0, 10), default=SET_ASIDE_MEDIAN_BUDGET,
               show_default=True, help="--anchors: median |error| allowed on the rows never fitted (multi-GPU, MoE).")
+@click.option("--serving-budget", type=FiniteFloatRange(0, 10), default=SERVING_MEDIAN_BUDGET, show_default=True,
+              help="--anchors: median |error| allowed on published speedups of speculation under load.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="results/validation", show_default=True)
 @_pair_option
 @backend_options
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.pass_context
-def validate_cmd(ctx, quick, count, with_anchors, median_budget, p90_budget, speculative_budget, set_aside_budget, out_dir,
-                 pair, backend, dtype, torch_device, draft_backend, as_json):
+def validate_cmd(ctx, quick, count, with_anchors, median_budget, p90_budget, speculative_budget, set_aside_budget,
+                 serving_budget, out_dir, pair, backend, dtype, torch_device, draft_backend, as_json):
     """Calibrate, then run the reference decoder on held-out prompts and compare with the model's
     predictions; exit code 1 when the error budget is broken.
 
@@ -245,7 +248,7 @@ def validate_cmd(ctx, quick, count, with_anchors, median_budget, p90_budget, spe
         from dfvg_dse.cli.engines import anchors_report
 
         return anchors_report(ctx, Path(out_dir), as_json, Budgets(median_budget, p90_budget, speculative_budget,
-                                                                      set_aside_budget))
+                                                                      set_aside_budget, serving_budget))
     backends = stage_backends(backend, dtype, torch_device, draft_backend)
     if torch_device != "cpu":  # TODO(issue 19): the stages' device model of a GPU (its calibrated peak and bandwidth)
         raise InputError(f"--torch-device {torch_device}: validate calibrates the stages as this machine's CPU cores; "

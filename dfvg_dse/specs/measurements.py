@@ -132,15 +132,25 @@ class SpeculativeResult:
 
 
 @dataclass(frozen=True)
+class ServingResult(SpeculativeResult):
+    """A published throughput speedup of speculative decoding in a serving engine under load: each of
+    `requests` requests of `workload` (a paired trace, models/workloads/) served `batch` times at once,
+    with and without speculation, the speedup the ratio of the two runs' generated tokens per second."""
+
+    workload: str = ""
+    requests: int = 1
+
+
+@dataclass(frozen=True)
 class MeasurementSource:
-    """One measurement file: its provenance and rows (forward or speculative)."""
+    """One measurement file: its provenance and rows (forward, speculative or serving)."""
 
     id: str
-    kind: str  # "forward" or "speculative"
+    kind: str  # "forward", "speculative" or "serving"
     title: str
     url: str
     engine: str
     engine_version: str
     published: str
-    rows: tuple  # of ForwardMeasurement or SpeculativeResult
+    rows: tuple  # of ForwardMeasurement, SpeculativeResult or ServingResult
     path: str = ""

@@ -13,8 +13,8 @@ import numpy as np
 from dfvg_dse.costs.forward import device_forward_cost
 from dfvg_dse.costs.stages import tree_draft_time_s, tree_verify_cost
 from dfvg_dse.specs import DeviceSpec, ModelSpec
-from dfvg_dse.specs.engines import EngineProfile
 from dfvg_dse.specs.drafter import FC_BIAS_DEFAULT, FEATURE_LAYERS_DEFAULT, HeadSpec, one_layer_of
+from dfvg_dse.specs.engines import EngineProfile
 from dfvg_dse.specs.measurements import (HEAD_DRAFT_VOCAB, MEDUSA_PUBLISHED_SHAPE, METHOD_DRAFTERS,
                                          METHOD_HEAD_KINDS, ForwardMeasurement, MeasurementSource,
                                          SpeculativeResult)
@@ -34,6 +34,9 @@ FORWARD_MEDIAN_BUDGET = 0.10
 FORWARD_P90_BUDGET = 0.25
 SPECULATIVE_MEDIAN_BUDGET = 0.12
 SET_ASIDE_MEDIAN_BUDGET = 0.20  # issue 17: multi-GPU and MoE rows, never fitted, "within 20%"
+# issue 20 names no figure for the published serving speedups: held, like the other never-fitted rows,
+# to issue 17's 20%
+SERVING_MEDIAN_BUDGET = SET_ASIDE_MEDIAN_BUDGET
 
 
 class Inputs(NamedTuple):
@@ -149,24 +152,40 @@ def _drafting_s(row: SpeculativeResult, target: ModelSpec, draft: ModelSpec | No
     return float(tree_draft_time_s(drafter, device, widths, context, row.batch, row.mean_accepted_tokens)[0])
 
 
-def speculative_report(inputs: Inputs, profiles: dict[str, EngineProfile]) -> list[dict]:
-    """Every published speculative result against its prediction (the row's engine's profile, or the
-    pooled one when that engine has no forward rows; the drafting under its draft engine's)."""
-    records = []
-    for source in (s for s in inputs.sources if s.kind == "speculative"):
+class PricedRow(NamedTuple):
+    """A speculative or serving row with what prices it: the row's GPU under its engine's profile
+    (the pooled one when that engine has no forward rows), the drafting under its draft engine's."""
+
+    row: SpeculativeResult
+    device: DeviceSpec
+    draft_device: DeviceSpec
+    draft: ModelSpec | None
+    record: dict  # the report's columns that name the row
+
+
+def priced_rows(inputs: Inputs, profiles: dict[str, EngineProfile], kind: str):
+    """Every row of the `kind` measurement files ("speculative" or "serving"), priced (PricedRow)."""
+    for source in (s for s in inputs.sources if s.kind == kind):
         for row in source.rows:
             profile = profiles.get(row.engine, profiles[POOLED])
             draft_profile = profiles.get(row.drafting_engine, profiles[POOLED])
             device = dataclasses.replace(inputs.devices[row.device], engine=profile)
-            draft = inputs.models[row.draft] if row.draft else None
-            predicted = speculative_prediction(row, inputs.models[row.target], draft, device,
-                                               draft_device=dataclasses.replace(device, engine=draft_profile))
-            records.append({"source": row.source, "where": row.where, "engine": row.engine, "profile": profile.name,
-                            "draft_profile": draft_profile.name,
-                            "device": row.device, "target": row.target, "draft": row.draft or row.method,
-                            "method": row.method, "tree_tokens": row.tree_tokens, "tree_depth": row.tree_depth,
-                            "mean_accepted_tokens": row.mean_accepted_tokens, "published_speedup": row.speedup,
-                            "predicted_speedup": predicted, "error": predicted / row.speedup - 1.0})
+            record = {"source": row.source, "where": row.where, "engine": row.engine, "profile": profile.name,
+                      "draft_profile": draft_profile.name, "device": row.device, "target": row.target,
+                      "draft": row.draft or row.method, "method": row.method, "tree_tokens": row.tree_tokens,
+                      "tree_depth": row.tree_depth, "batch": row.batch,
+                      "mean_accepted_tokens": row.mean_accepted_tokens, "published_speedup": row.speedup}
+            yield PricedRow(row, device, dataclasses.replace(device, engine=draft_profile),
+                            inputs.models[row.draft] if row.draft else None, record)
+
+
+def speculative_report(inputs: Inputs, profiles: dict[str, EngineProfile]) -> list[dict]:
+    """Every published speculative result against its prediction (priced_rows)."""
+    records = []
+    for p in priced_rows(inputs, profiles, "speculative"):
+        predicted = speculative_prediction(p.row, inputs.models[p.row.target], p.draft, p.device,
+                                           draft_device=p.draft_device)
+        records.append({**p.record, "predicted_speedup": predicted, "error": predicted / p.row.speedup - 1.0})
     return records
 
 
@@ -202,10 +221,11 @@ class Budgets(NamedTuple):
     forward_p90: float = FORWARD_P90_BUDGET
     speculative_median: float = SPECULATIVE_MEDIAN_BUDGET
     set_aside_median: float = SET_ASIDE_MEDIAN_BUDGET
+    serving_median: float = SERVING_MEDIAN_BUDGET
 
 
 def verdicts(forward: list[dict], speculative: list[dict], budgets: Budgets = Budgets(),
-             set_aside: list[dict] = ()) -> list[str]:
+             set_aside: list[dict] = (), serving: list[dict] = ()) -> list[str]:
     """The budgets the report breaks, one line each (empty: within every budget)."""
     broken = []
     for line in summary(forward):
@@ -216,13 +236,10 @@ def verdicts(forward: list[dict], speculative: list[dict], budgets: Budgets = Bu
             if line["category"] == "all" and line["p90_abs_error"] > budgets.forward_p90:
                 broken.append(f"forward all: 90th percentile |error| {line['p90_abs_error']:.1%} > "
                               f"{budgets.forward_p90:.0%}")
-    if speculative:
-        median = float(np.median([abs(r["error"]) for r in speculative]))
-        if median > budgets.speculative_median:
-            broken.append(f"speculative speedups: median |error| {median:.1%} > {budgets.speculative_median:.0%}")
-    if set_aside:
-        median = float(np.median([abs(r["error"]) for r in set_aside]))
-        if median > budgets.set_aside_median:
-            broken.append(f"set-aside forwards (multi-GPU, MoE): median |error| {median:.1%} > "
-                          f"{budgets.set_aside_median:.0%}")
+    for records, budget, what in ((speculative, budgets.speculative_median, "speculative speedups"),
+                                  (set_aside, budgets.set_aside_median, "set-aside forwards (multi-GPU, MoE)"),
+                                  (serving, budgets.serving_median, "serving speedups under load")):
+        median = float(np.median([abs(r["error"]) for r in records])) if records else 0.0
+        if median > budget:
+            broken.append(f"{what}: median |error| {median:.1%} > {budget:.0%}")
     return broken

@@ -166,3 +166,24 @@ def test_a_speculative_row_names_the_engine_it_drafted_in(hwdb_copy):
     path.write_text(SPECULATIVE.replace('speedup = 2.0', 'speedup = 2.0\ndraft_engine = "gpt-fast"'))
     row = next(s for s in Catalog.open(hwdb_dir=hwdb_copy).measurements("speculative") if s.id == "mine-spec").rows[0]
     assert (row.engine, row.drafting_engine) == ("hf", "gpt-fast")
+
+
+SERVING = SPECULATIVE.replace('kind = "speculative"', 'kind = "serving"').replace('id = "mine-spec"', 'id = "mine-serving"') \
+    + 'workload = "sd-bench-gsm8k"\nrequests = 8\n'
+
+
+@pytest.mark.parametrize("old, new, field", [
+    ('workload = "sd-bench-gsm8k"', 'workload = "gsm8k"', "row[0].workload"),  # not in models/workloads
+    ('requests = 8', 'requests = 0', "row[0].requests"),
+    ('requests = 8', 'requests = 100000', "row[0].requests"),  # hours of simulation
+    ('workload = "sd-bench-gsm8k"\n', '', "row[0].workload"),  # required
+    ('method = "sequoia"', 'method = "magic"', "row[0].method"),  # the speculative rows' checks hold too
+])
+def test_a_serving_row_names_its_requests(hwdb_copy, run, old, new, field):
+    path = hwdb_copy / "measurements" / "mine-serving.toml"
+    path.write_text(SERVING)
+    row = next(s for s in Catalog.open(hwdb_dir=hwdb_copy).measurements("serving") if s.id == "mine-serving").rows[0]
+    assert (row.workload, row.requests, row.batch) == ("sd-bench-gsm8k", 8, 1)
+    assert old in SERVING
+    path.write_text(SERVING.replace(old, new, 1))
+    _refused_in_one_line(hwdb_copy, run, path, field)

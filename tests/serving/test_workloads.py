@@ -74,6 +74,14 @@ _DESIGN = ["serve-sim", "--target", "llama-3.1-8b", "--verify-device", "h100-sxm
      'tokens = [1, 5]\n[output]\nkind = "fixed"\nmean = 4\n', ["prompt.probabilities"]),
     ('name = "w"\nsource = "s"\ntag = "derived"\n[prompt]\nkind = "lognormal"\nmean = 3\n[output]\nkind = "fixed"\nmean = 4\n',
      ["prompt.median", "required"]),
+    ('name = "w"\nsource = "s"\ntag = "derived"\n[trace]\nprompt_tokens = [3, 4]\noutput_tokens = [5]\n',
+     ["trace.output_tokens", "pair"]),
+    ('name = "w"\nsource = "s"\ntag = "derived"\n[trace]\nprompt_tokens = [3, 0]\noutput_tokens = [5, 6]\n',
+     ["trace.prompt_tokens[1]", "whole number"]),
+    ('name = "w"\nsource = "s"\ntag = "derived"\n[trace]\nprompt_tokens = [3]\noutput_tokens = [5]\narrival_s = [0]\n',
+     ["trace.arrival_s", "unknown"]),
+    ('name = "w"\nsource = "s"\ntag = "derived"\n[trace]\nprompt_tokens = [3]\noutput_tokens = [5]\n[prompt]\n'
+     'kind = "fixed"\nmean = 3\n', ["prompt", "not both"]),
 ])
 def test_a_bad_workload_file_is_one_line(run, tmp_path, text, needles):
     path = tmp_path / "w.toml"
@@ -107,3 +115,31 @@ def test_a_trace_serves_its_own_arrivals(run, tmp_path):
     assert len(runs) == 1 and runs[0]["requests"] == 3
     one_line_error(run(*_DESIGN, "--workload", str(path), "--rate", "2"), "--rate", "arrival_s")
     one_line_error(run(*_DESIGN, "--workload", "sharegpt"), "unknown workload", "sharegpt-vllm")
+
+
+# SpecDecode-Bench's profiled requests (github.com/SpecDecode-Bench/simulator @2fdccbd,
+# data/llama3.1-8B/combined_*.jsonl): request counts and mean prompt / output tokens computed from
+# the files' token-id lists when the workloads were made (models/workloads/sd-bench-*.toml notes)
+TRACE_FILES = {"sharegpt": (310, 355.29, 740.18), "gsm8k": (300, 94.48, 165.37), "cnn": (300, 837.54, 322.15),
+               "instructcoder": (500, 171.22, 250.33)}
+
+
+@pytest.mark.parametrize("dataset", sorted(TRACE_FILES))
+def test_a_trace_workload_keeps_its_requests_paired(catalog, dataset):
+    workload = catalog.workload(f"sd-bench-{dataset}")
+    count, prompt, output = TRACE_FILES[dataset]
+    assert workload.paired and len(workload.prompt.values) == len(workload.output.values) == count
+    assert workload.prompt.mean == pytest.approx(prompt, abs=0.01)
+    assert workload.output.mean == pytest.approx(output, abs=0.01)
+    assert workload.source.startswith("'Speculative Decoding: Performance or Illusion?'")
+
+
+def test_a_trace_workload_serves_its_pairs_under_poisson_arrivals(run, tmp_path):
+    import json
+
+    path = tmp_path / "pairs.toml"
+    path.write_text('name = "pairs"\nsource = "a test"\ntag = "derived"\n[trace]\nprompt_tokens = [100, 3000]\n'
+                    'output_tokens = [7, 900]\n')
+    document = json.loads(run(*_DESIGN, "--rate", "4", "--workload", str(path), "--json").stdout)
+    assert document["workload"]["mean_prompt_tokens"] == 1550 and document["workload"]["mean_output_tokens"] == 453.5
+    assert document["runs"][0]["requests"] > 5

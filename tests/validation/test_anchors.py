@@ -38,7 +38,7 @@ def test_every_row_is_reported_with_both_errors(report):
     inside = {s["category"]: s for s in document["in_sample_summary"]}
     assert categories["all"]["median_abs_error"] >= inside["all"]["median_abs_error"]
     assert {p.split("/")[-1] for p in document["written"]} == {"anchors.csv", "anchors-summary.csv", "speculative.csv", "set-aside.csv",
-                                                               "anchors.png"}
+                                                               "serving.csv", "anchors.png"}
 
 
 def test_speculative_results_are_predicted_not_fitted(report):
