@@ -28,7 +28,9 @@ from dfvg_dse.validation.engines import POOLED, EngineFit, features, fit_engines
 # timed 2 layers and scatter 1.6x at n <= 64, with the 8-layer protocol (validation/torch_calibration.py
 # LAYERS); then a profile per engine release, which llama.cpp's micro-batch tables (PRs #7676, #15131:
 # 1-512 tokens per forward, the regime of tree verification) need before they can join the fit
-# (docs/engines.md, "Tried and not shipped").
+# (docs/engines.md, "Tried and not shipped"). The serving check (validation/serving_anchors.py) points the
+# same way: vLLM's verifies of 4 tokens x 64-128 sequences are priced 1.4x a decode step where
+# SpecDecode-Bench's speedups imply less, so vLLM forwards of 64-512 rows are the rows to find.
 # Budgets of issue 14 ("Must show"), leave-one-source-out
 FORWARD_MEDIAN_BUDGET = 0.10
 FORWARD_P90_BUDGET = 0.25
