@@ -130,6 +130,10 @@ def _speculative(path: Path, index: int, row: dict, source: str, engine: str,
 
 
 def _serving(path: Path, index: int, row: dict, source: str, engine: str) -> ServingResult:
+    if METHOD_DRAFTERS.get(row["method"]) == "lookup":  # the simulator serves a draft model or heads
+        raise DataError(path, f"row[{index}].method", row["method"], "a serving row drafts with a draft model or "
+                        "heads; lookup methods (" + ", ".join(sorted(m for m, k in METHOD_DRAFTERS.items()
+                                                                      if k == "lookup")) + ") are not served")
     return _speculative(path, index, row, source, engine, ServingResult)
 
 

@@ -131,12 +131,26 @@ def head_model(target: ModelSpec, method: str) -> ModelSpec:
     return dataclasses.replace(one_layer_of(target), vocab_size=vocab, name=f"{target.name}-{method}")
 
 
+def row_target(row: SpeculativeResult, target: ModelSpec) -> ModelSpec:
+    """The target at the row's dtype (a 16-bit row's KV cache in that dtype, else the model's)."""
+    return target.with_dtypes(row.dtype, row.dtype if row.dtype in ("float16", "bfloat16") else None)
+
+
+def row_drafter(row: SpeculativeResult, target: ModelSpec, draft: ModelSpec | None) -> ModelSpec | None:
+    """The row's drafter as priced: its heads (head_model), its draft model at the row's dtype, or
+    None for a lookup (METHOD_DRAFTERS), which drafts in no engine. `target`: row_target's."""
+    kind = METHOD_DRAFTERS[row.method]
+    if kind == "lookup":
+        return None
+    return head_model(target, row.method) if kind == "head" else draft.with_dtypes(row.dtype)
+
+
 def speculative_prediction(row: SpeculativeResult, target: ModelSpec, draft: ModelSpec | None,
                            device: DeviceSpec, context: int = 256, draft_device: DeviceSpec | None = None) -> float:
     """Speedup = tau x t_AR / (t_draft + t_verify), all on the row's GPU under its engine profile, the
     drafting under `draft_device`'s (the same GPU under the row's draft engine; default `device`);
     a lookup drafter (METHOD_DRAFTERS) drafts for nothing."""
-    target = target.with_dtypes(row.dtype, row.dtype if row.dtype in ("float16", "bfloat16") else None)
+    target = row_target(row, target)
     ar = float(device_forward_cost(target, device, 1, context, row.batch).time_s)
     verify = float(tree_verify_cost(target, device, row.tree_tokens, None, context, row.batch).time_s)
     drafting = _drafting_s(row, target, draft, draft_device or device, context)
@@ -146,10 +160,9 @@ def speculative_prediction(row: SpeculativeResult, target: ModelSpec, draft: Mod
 def _drafting_s(row: SpeculativeResult, target: ModelSpec, draft: ModelSpec | None, device: DeviceSpec,
                 context: int) -> float:
     """Seconds a round's drafting takes on the GPU: the draft model or heads over the tree's levels."""
-    kind = METHOD_DRAFTERS[row.method]
-    if kind == "lookup":
+    drafter = row_drafter(row, target, draft)
+    if drafter is None:
         return 0.0
-    drafter = head_model(target, row.method) if kind == "head" else draft.with_dtypes(row.dtype)
     widths = [1] * row.tree_depth if row.tree_tokens == row.tree_depth else _levels(row.tree_tokens, row.tree_depth)
     return float(tree_draft_time_s(drafter, device, widths, context, row.batch, row.mean_accepted_tokens)[0])
 

@@ -20,12 +20,12 @@ import numpy as np
 from dfvg_dse.serving import Requests, design_costs, run
 from dfvg_dse.specs import DecodeConfig, DeviceSpec, ModelSpec, SystemSpec
 from dfvg_dse.specs.engines import EngineProfile
-from dfvg_dse.specs.measurements import METHOD_DRAFTERS, ServingResult
+from dfvg_dse.specs.measurements import ServingResult
 from dfvg_dse.specs.serving import LengthDistribution, Workload, engine_batching
 from dfvg_dse.tree import chain
 from dfvg_dse.tree.from_tau import is_chain, profile_from_tau
 from dfvg_dse.tree.optimal import optimal_tree
-from dfvg_dse.validation.fidelity import Inputs, head_model, priced_rows
+from dfvg_dse.validation.fidelity import Inputs, priced_rows, row_drafter, row_target
 
 SEED = 0
 
@@ -51,9 +51,8 @@ def row_designs(row: ServingResult, target: ModelSpec, draft: ModelSpec | None, 
     """(speculative, autoregressive) designs of a row: the drafter co-located on the row's GPU (its
     drafting priced under `draft_device`'s engine profile), the tree the row names, the acceptance
     that reproduces its published tau at that tree."""
-    target = target.with_dtypes(row.dtype, row.dtype if row.dtype in ("float16", "bfloat16") else None)
-    kind = METHOD_DRAFTERS[row.method]
-    drafter = head_model(target, row.method) if kind == "head" else draft.with_dtypes(row.dtype)
+    target = row_target(row, target)
+    drafter = row_drafter(row, target, draft)  # never a lookup: the reader refuses them on serving rows
     profile = profile_from_tau(f"{row.source}: {row.where}", row.mean_accepted_tokens, row.tree_tokens,
                                row.tree_depth, row.where)
     tree = (chain(row.tree_depth) if is_chain(row.tree_tokens, row.tree_depth)

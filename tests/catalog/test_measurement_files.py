@@ -178,6 +178,7 @@ SERVING = SPECULATIVE.replace('kind = "speculative"', 'kind = "serving"').replac
     ('requests = 8', 'requests = 100000', "row[0].requests"),  # hours of simulation
     ('workload = "sd-bench-gsm8k"\n', '', "row[0].workload"),  # required
     ('method = "sequoia"', 'method = "magic"', "row[0].method"),  # the speculative rows' checks hold too
+    ('draft = "llama-68m"\nmethod = "sequoia"', 'draft = ""\nmethod = "pld"', "row[0].method"),  # a lookup: not served
 ])
 def test_a_serving_row_names_its_requests(hwdb_copy, run, old, new, field):
     path = hwdb_copy / "measurements" / "mine-serving.toml"
