@@ -17,7 +17,7 @@ from dfvg_dse.specs.hardware import SpecError
 # Facts about an engine's kernels, read from its code, never fitted: { value = true|false, source = "..." }
 FACTS = ("fp16_accumulate", "mma_sync_only")
 FIELDS = ("name", "display_name", "source", "tag", "fitted", *FACTS, "forward_overhead_us",
-          "layer_overhead_us", "sequence_overhead_us", "sharpness", "attention_efficiency", "half_rows", "kernels",
+          "layer_overhead_us", "sequence_overhead_us", "host_overlap", "sharpness", "attention_efficiency", "half_rows", "kernels",
           "device_scales")
 US = 1e-6
 
@@ -77,6 +77,7 @@ def parse_engine(path: Path, data: dict) -> EngineProfile:
             attention_efficiency=_number(path, "attention_efficiency", data.get("attention_efficiency", 1.0)),
             half_rows=_number(path, "half_rows", data.get("half_rows", 0.0)),
             sequence_overhead_s=_number(path, "sequence_overhead_us", data.get("sequence_overhead_us", 0.0)) * US,
+            host_overlap=_number(path, "host_overlap", data.get("host_overlap", 1.0)),
             device_scales=tuple(scales), source=data["source"], **facts)
     except SpecError as err:
         raise DataError(path, err.field, err.value, err.allowed) from None
@@ -93,7 +94,7 @@ def engine_document(profile: EngineProfile, display_name: str, fitted: dict, acc
             "fp16_accumulate": {"value": profile.fp16_accumulate, "source": accumulate_source},
             "mma_sync_only": {"value": profile.mma_sync_only, "source": mma_sync_source},
             "forward_overhead_us": r(profile.forward_overhead_s / US), "layer_overhead_us": r(profile.layer_overhead_s / US),
-            "sequence_overhead_us": r(profile.sequence_overhead_s / US),
+            "sequence_overhead_us": r(profile.sequence_overhead_s / US), "host_overlap": r(profile.host_overlap),
             "sharpness": r(profile.sharpness), "attention_efficiency": r(profile.attention_efficiency),
             "half_rows": r(profile.half_rows),
             "kernels": {k.weight_class: {"bandwidth_efficiency": r(k.bandwidth_efficiency),

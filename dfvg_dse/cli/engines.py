@@ -99,7 +99,8 @@ def engines_show(ctx, name, as_json):
         return
     click.echo(f"{name}: {data.get('display_name', name)}; {profile.source}")
     click.echo(f"overhead {profile.forward_overhead_s * 1e6:.1f} us per forward + {profile.layer_overhead_s * 1e6:.2f} us "
-               f"per layer + {profile.sequence_overhead_s * 1e6:.2f} us per sequence of the batch; small GEMMs at "
+               f"per layer (overlapping the kernels at q = {profile.host_overlap:.2f}) + {profile.sequence_overhead_s * 1e6:.2f} us "
+               "per sequence of the batch; small GEMMs at "
                f"M / (M + {profile.half_rows:.3g}) of the kernels' rate; transition sharpness p = {profile.sharpness:.2f}; "
                "attention at "
                f"{profile.attention_efficiency:.2f} of the GEMM rate; FP16 accumulate: {profile.fp16_accumulate}; "

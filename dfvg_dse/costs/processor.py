@@ -60,10 +60,12 @@ def engine_roofline(model: ModelSpec, device: DeviceSpec, work: ForwardWork, eng
     weights = smooth_roofline_time(work.linear_flops / gemm, work.weight_bytes / weight_bandwidth, 0.0, engine.sharpness)
     attention = smooth_roofline_time(work.attention_flops / (gemm * engine.attention_efficiency * tree_mask_efficiency),
                                      (work.kv_read_bytes + work.kv_write_bytes) / kv_bandwidth, 0.0, engine.sharpness)
-    overhead = np.broadcast_to(engine.forward_overhead_s + model.n_layers * engine.layer_overhead_s
-                               + np.asarray(batch) * engine.sequence_overhead_s, np.shape(weights.time_s))
-    compute, memory = weights.compute_time_s + attention.compute_time_s, weights.memory_time_s + attention.memory_time_s
     roof = weights.time_s + attention.time_s
+    # the host's per-layer launches overlap the kernels they queue as far as the profile's q says
+    launches = np.full(np.shape(roof), model.n_layers * engine.layer_overhead_s)
+    hosted = smooth_roofline_time(roof, launches, 0.0, engine.host_overlap).time_s
+    overhead = hosted - roof + engine.forward_overhead_s + np.asarray(batch) * engine.sequence_overhead_s
+    compute, memory = weights.compute_time_s + attention.compute_time_s, weights.memory_time_s + attention.memory_time_s
     bound = np.where(overhead > roof, OVERHEAD, np.where(compute >= memory, COMPUTE, MEMORY)).astype(np.int8)
     return RooflineTime(roof + overhead, compute, memory, overhead, bound)
 

@@ -4,13 +4,15 @@ The roofline alone gives every engine the same efficiencies and a hard corner be
 and compute-bound regimes. A profile replaces them, for one engine on GPUs, with parameters fitted
 to published forward measurements (hwdb/measurements, dfvg_dse/validation/engines.py):
 
-    t = (T_c^p + T_m^p)^(1/p) + t_forward + L x t_layer + b x t_sequence
+    t = S_q((T_c^p + T_m^p)^(1/p), L x t_layer) + t_forward + b x t_sequence,   S_q(x, y) = (x^q + y^q)^(1/q)
 
 with T_c = FLOPs / (peak(dtype) x eta_c[dtype] x M / (M + M_half)) (M = GEMM rows, new tokens x batch) and T_m = weight bytes / (bandwidth x eta_m[dtype])
 + KV bytes / (bandwidth x eta_m[16-bit]); p (the transition's sharpness) bends the corner as measured
 t(n) curves do (p -> infinity is the plain max); t_sequence is the engine's work per sequence of a
 batch of b on every step (sampling, scheduling, the host's bookkeeping), which a verify of many
-tokens of one sequence pays once. Weight bytes count the group scales of quantised
+tokens of one sequence pays once; q is how far the host's per-layer kernel launches overlap the
+kernels they queue (1: they add, as with a host sync per layer; large: the slower of the two, as an
+eager engine that launches asynchronously runs). Weight bytes count the group scales of quantised
 weights (`scale_bytes` per group of `group_size` values).
 """
 
@@ -69,6 +71,7 @@ class EngineProfile:
     attention_efficiency: float = 1.0  # attention FLOPs run at this fraction of the GEMMs' rate
     half_rows: float = 0.0  # GEMMs of M rows reach M / (M + half_rows) of the kernels' compute efficiency
     sequence_overhead_s: float = 0.0  # per sequence of the batch, per forward
+    host_overlap: float = 1.0  # q: per-layer launches and kernels combine as (x^q + y^q)^(1/q); 1 adds them
     fp16_accumulate: bool = False  # 16-bit GEMMs accumulate in FP16 (GeForce: twice the FP32-accumulate rate)
     mma_sync_only: bool = False  # GEMMs issue warp-level mma.sync only (DeviceSpec.mma_sync_fraction of Hopper's peak)
     device_scales: tuple[tuple[str, float, float], ...] = ()  # (device class, compute, bandwidth factor)
@@ -85,6 +88,8 @@ class EngineProfile:
                 raise SpecError(name, value, f"must be in [0, {MAX_OVERHEAD_S:g}] s")
         if not (isinstance(self.sharpness, float) and 1.0 <= self.sharpness <= MAX_SHARPNESS):
             raise SpecError("sharpness", self.sharpness, f"must be in [1, {MAX_SHARPNESS:g}]")
+        if not (isinstance(self.host_overlap, float) and 1.0 <= self.host_overlap <= MAX_SHARPNESS):
+            raise SpecError("host_overlap", self.host_overlap, f"must be in [1, {MAX_SHARPNESS:g}]")
         if not (isinstance(self.half_rows, float) and 0.0 <= self.half_rows <= MAX_HALF_ROWS):
             raise SpecError("half_rows", self.half_rows, f"must be in [0, {MAX_HALF_ROWS:g}] rows")
         if not (isinstance(self.attention_efficiency, float) and 0.0 < self.attention_efficiency <= 1.0):

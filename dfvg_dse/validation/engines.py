@@ -41,8 +41,10 @@ EAGER_PRIOR_SCALE = 10.0  # an eager engine (EAGER_ENGINES) vs pooled: tied only
 FAMILY_PRIOR_SCALE = 0.5  # a kernel family (ENGINE_FAMILIES) vs pooled; its engines tie to it at PRIOR_SCALE (chosen on LOSO, docs/engines.md)
 # weak prior of the pooled profile toward the roofline's defaults (hwdb/defaults.toml), so a class
 # nobody measured stays near them instead of wandering: (eta_c, eta_m, t_forward, t_layer, p, eta_attn,
-# half_rows: the GEMM rows at which a kernel reaches half its efficiency, t_sequence)
-POOLED_PRIOR = (0.5, 0.78, 20e-6, 4e-6, 4.0, 0.5, 16.0, 1e-6)
+# half_rows: the GEMM rows at which a kernel reaches half its efficiency, t_sequence, q: the sharpness
+# of the host's per-layer launches overlapping the kernels, 1 = they add)
+POOLED_PRIOR = (0.5, 0.78, 20e-6, 4e-6, 4.0, 0.5, 16.0, 1e-6, 1.0)
+OVERLAP_BOUNDS = (1.0, 64.0)
 HALF_ROWS_BOUNDS = (0.01, 4096.0)
 POOLED_PRIOR_SCALE = 10.0
 FIXED_SCALE = 1e-4  # the pooled profile held in place while the eager engines are fitted
@@ -132,7 +134,7 @@ class _Layout:
     engine; per group the classes' (eta_c, eta_m), t_forward, t_layer, p, then per device class a
     (compute, bandwidth) scale — all as logs."""
 
-    NAMES = ("t_forward", "t_layer", "p", "eta_attn", "half_rows", "t_sequence")
+    NAMES = ("t_forward", "t_layer", "p", "eta_attn", "half_rows", "t_sequence", "q")
 
     def __init__(self, engines: tuple[str, ...], classes: tuple[str, ...], device_classes: tuple[str, ...]):
         self.engines, self.classes, self.device_classes = engines, classes, device_classes
@@ -174,15 +176,15 @@ class _Layout:
 
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
         one = [ETA_BOUNDS] * (2 * len(self.classes)) + [FORWARD_BOUNDS, LAYER_BOUNDS, SHARPNESS_BOUNDS, ETA_BOUNDS,
-                                                        HALF_ROWS_BOUNDS, SEQUENCE_BOUNDS] \
+                                                        HALF_ROWS_BOUNDS, SEQUENCE_BOUNDS, OVERLAP_BOUNDS] \
             + [SCALE_BOUNDS] * (2 * len(self.device_classes))
         lo, hi = zip(*(one * len(self.groups)))
         return np.log(lo), np.log(hi)
 
     def start(self) -> np.ndarray:
-        eta_c, eta_m, fwd, layer, p, attn, half, sequence = POOLED_PRIOR
+        eta_c, eta_m, fwd, layer, p, attn, half, sequence, overlap = POOLED_PRIOR
         one = [np.log(eta_c), np.log(eta_m)] * len(self.classes) \
-            + [np.log(x) for x in (fwd, layer, p, attn, half, sequence)] \
+            + [np.log(x) for x in (fwd, layer, p, attn, half, sequence, overlap)] \
             + [0.0] * (2 * len(self.device_classes))
         return np.array(one * len(self.groups))
 
@@ -217,7 +219,8 @@ def _predict(z: np.ndarray, f: Features, at: dict[str, np.ndarray]) -> np.ndarra
     weights = _smooth_max(f.linear_flops / gemm, f.weight_bytes / (f.bandwidth_bytes_per_s * eta_m), p)
     attention = _smooth_max(f.attention_flops / (gemm * np.minimum(1.0, per_part["eta_attn"])),
                             f.kv_bytes / (f.bandwidth_bytes_per_s * eta_kv), p)
-    part = weights + attention + per_part["t_forward"] + f.n_layers * per_part["t_layer"] + f.batch * per_part["t_sequence"]
+    host = f.n_layers * per_part["t_layer"]
+    part = _smooth_max(weights + attention, host, per_part["q"]) + per_part["t_forward"] + f.batch * per_part["t_sequence"]
     return np.bincount(f.row, weights=part * f.count, minlength=len(f.measured_s))
 
 
@@ -305,6 +308,7 @@ class EngineFit:
                              attention_efficiency=float(min(1.0, v[lay.index(group, "eta_attn")])),
                              half_rows=float(v[lay.index(group, "half_rows")]),
                              sequence_overhead_s=float(v[lay.index(group, "t_sequence")]),
+                             host_overlap=float(np.clip(v[lay.index(group, "q")], *OVERLAP_BOUNDS)),
                              fp16_accumulate=fp16_accumulate, mma_sync_only=mma_sync_only, device_scales=scales,
                              source=source)
 

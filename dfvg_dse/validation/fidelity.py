@@ -22,8 +22,11 @@ from dfvg_dse.specs.parallel import group_name
 from dfvg_dse.validation.engines import POOLED, EngineFit, features, fit_engines, leave_one_source_out, row_model
 
 # TODO(issue 14): one budget below is not met yet (docs/engines.md, "Where it stands"): the 90th
-# percentile (XiongjieDai's L40S int4 llama.cpp rows with no second source of their device class,
-# HF eager rows that scatter with their unnamed host CPUs, our own host-bound H200 torch rows).
+# percentile, 30.1% (88 rows past 25% where 53 may be: 43 of them our own host-bound H200 torch rows,
+# 24 XiongjieDai's llama.cpp rows with no second source of their device class and release, 13 vLLM's
+# fp8-KV generations on the H100: vLLM 0.5-0.7 ran an fp8 KV cache on its XFormers/paged-attention
+# backend, not FlashAttention (vllm/attention/selector.py, "Cannot use FlashAttention-2 backend for
+# FP8 KV cache"), and no second vLLM source tells the fit how much slower that kernel is).
 # Next: `calibrate --torch-device cuda:0` on a real GPU to replace the 2026-12-04 H200 rows, which
 # timed 2 layers and scatter 1.6x at n <= 64, with the 8-layer protocol (validation/torch_calibration.py
 # LAYERS); then a profile per engine release, which llama.cpp's micro-batch tables (PRs #7676, #15131:

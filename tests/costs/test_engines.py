@@ -41,7 +41,8 @@ def test_group_scales_add_bytes_per_weight(catalog):
 
 @pytest.mark.parametrize("field, value", [("forward_overhead_s", -1e-6), ("layer_overhead_s", 1.0),
                                           ("sequence_overhead_s", -1e-6), ("sequence_overhead_s", float("nan")),
-                                          ("sharpness", 0.5), ("attention_efficiency", 1.5)])
+                                          ("sharpness", 0.5), ("attention_efficiency", 1.5), ("host_overlap", 0.9),
+                                          ("host_overlap", 65.0)])
 def test_a_profile_outside_its_ranges_is_refused(field, value):
     good = dict(name="x", kernels=(KernelEfficiency("16bit", 0.8, 0.5),), forward_overhead_s=1e-5,
                 layer_overhead_s=1e-6, sharpness=4.0)
@@ -111,6 +112,38 @@ def test_the_sequence_overhead_is_paid_per_sequence_not_per_token(catalog):
         assert extra == pytest.approx(batch * 25e-6)  # a 64-token verify of one sequence pays it once
 
 
+def test_host_launches_overlap_the_kernels_as_the_profile_says(catalog):
+    # t = (R^q + H^q)^(1/q) + t_forward + b t_sequence, with R the kernels' time and H = L x t_layer,
+    # checked against the two limits written out by hand: q = 1 adds the launches (a host sync per
+    # layer), a large q is the slower of the host and the GPU (an eager engine launching ahead)
+    model, gpu = catalog.model("llama-3.1-8b"), catalog.device("h100-sxm")
+    host = dataclasses.replace(KNOWN, layer_overhead_s=300e-6)
+    fixed = host.forward_overhead_s + 4 * host.sequence_overhead_s
+    launches = model.n_layers * 300e-6
+    none = dataclasses.replace(host, layer_overhead_s=0.0)
+    for tokens in (1, 16, 256, 2048):
+        kernels = float(processor_forward_cost(model, dataclasses.replace(gpu, engine=none), tokens, 512, 4).time_s) - fixed
+        for q in (1.0, 2.5, 64.0):
+            engine = dataclasses.replace(host, host_overlap=q)
+            t = float(processor_forward_cost(model, dataclasses.replace(gpu, engine=engine), tokens, 512, 4).time_s)
+            assert t == pytest.approx((kernels ** q + launches ** q) ** (1 / q) + fixed, rel=1e-9)
+            if q == 1.0:
+                assert t == pytest.approx(kernels + launches + fixed, rel=1e-9)
+            if q == 64.0:
+                assert t == pytest.approx(max(kernels, launches) + fixed, rel=0.011)
+
+
+def test_the_fit_recovers_how_far_host_launches_overlap(catalog):
+    # rows priced with an eager engine whose launches overlap its kernels (q = 4): the fit finds a q
+    # well past 1 and prices the rows as they were made; the same rows made additive (q = 1) fit at q near 1
+    for q, low, high in ((4.0, 2.5, 8.0), (1.0, 1.0, 1.3)):
+        eager = dataclasses.replace(KNOWN, layer_overhead_s=300e-6, host_overlap=q)
+        rows, times = _synthetic_rows(catalog, eager, "s2", "torch")
+        fit = fit_engines(_features(catalog, rows))
+        assert low <= fit.profile("torch", "t").host_overlap <= high
+        assert np.median(np.abs(fit.predict(_features(catalog, rows)) / times - 1)) < 0.03
+
+
 def test_leave_one_source_out_predicts_each_source_from_the_others(catalog):
     a, _ = _synthetic_rows(catalog, KNOWN, "s1", "trtllm")
     slow = dataclasses.replace(KNOWN, layer_overhead_s=40e-6)
@@ -169,6 +202,7 @@ def test_the_shipped_profiles_are_plausible_and_read_back():
     for name in names[1:]:
         profile, data = catalog.engine_entry(name)
         assert profile.forward_overhead_s >= 0 and profile.layer_overhead_s >= 0 and 1 <= profile.sharpness <= 64
+        assert 1 <= profile.host_overlap <= 64
         assert 0 <= profile.sequence_overhead_s <= 1e-3
         assert all(0 < k.bandwidth_efficiency <= 1 and 0 < k.compute_efficiency <= 1 for k in profile.kernels)
         assert 0 < profile.attention_efficiency <= 1
@@ -234,14 +268,17 @@ def test_a_profile_file_reads_back_as_written_and_a_bad_field_is_one_line(tmp_pa
     back = parse_engine(path, document)
     assert back.sequence_overhead_s == pytest.approx(KNOWN.sequence_overhead_s)
     assert back.half_rows == KNOWN.half_rows and back.sharpness == KNOWN.sharpness
-    for field, value in (("sequence_overhead_us", -3.0), ("sequence_overhead_us", "fast"), ("layer_overhead_us", 5e5)):
+    overlapping = engine_document(dataclasses.replace(KNOWN, source="test", host_overlap=2.5), "Synthetic", {"rows": 1}, "t")
+    assert parse_engine(path, overlapping).host_overlap == 2.5
+    for field, value in (("sequence_overhead_us", -3.0), ("sequence_overhead_us", "fast"), ("layer_overhead_us", 5e5),
+                         ("host_overlap", 0.5), ("host_overlap", "half")):
         with pytest.raises(DataError) as err:
             parse_engine(path, {**document, field: value})
         message = str(err.value)
         assert str(path) in message and "\n" not in message
         assert field.replace("_us", "") in message
-    old = {k: v for k, v in document.items() if k != "sequence_overhead_us"}  # files before the term: none
-    assert parse_engine(path, old).sequence_overhead_s == 0.0
+    old = {k: v for k, v in document.items() if k not in ("sequence_overhead_us", "host_overlap")}  # files before the terms
+    assert parse_engine(path, old).sequence_overhead_s == 0.0 and parse_engine(path, old).host_overlap == 1.0
 
 
 def test_an_eager_engine_is_tied_only_loosely_to_the_pooled_profile(catalog):
