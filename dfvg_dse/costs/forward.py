@@ -33,8 +33,8 @@ def compute_dtype_warnings(model: ModelSpec, device: DeviceSpec) -> list[str]:
                      f"({model.weight_bytes_per_param:g} B per weight streamed, compute as {peak.dtype})")
     if model.mla is not None and device.engine is not None:  # docs/cost-model.md, "Not an anchor yet"
         lines.append(f"{model.name}'s multi-head latent attention and 256-expert layers run kernels the engine "
-                     f"profiles were not fitted on: SGLang's published batch-1 decode of DeepSeek-V3 on 8 GPUs is 3.8x "
-                     f"slower than this model prices it (docs/cost-model.md)")
+                     f"profiles were not fitted on: SGLang's published batch-1 decode of DeepSeek-V3 on 8 H200s, 30.3 "
+                     f"tokens/s, is several times slower than this model prices it (docs/cost-model.md)")
     if device.parallel is not None and device.parallel.expert > 1 and model.moe is None:
         lines.append(f"{device.name}: {model.name} is dense, so expert parallelism does not apply: priced tensor "
                      f"parallel over {device.parallel.tensor} GPUs")

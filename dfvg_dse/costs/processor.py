@@ -55,10 +55,13 @@ def engine_roofline(model: ModelSpec, device: DeviceSpec, work: ForwardWork, eng
     _, m_scale = engine.scales(device.device_class)
     gemm, weight_bandwidth = engine_rates(model, device, engine)
     rows = np.asarray(work.linear_flops) / (2.0 * param_counts(model).active_matmul)  # new tokens x batch
+    # attention's tiles hold one sequence's new tokens x the query heads of a KV head, whatever the batch
+    attention_rows = rows / np.asarray(batch, dtype=float) * model.query_heads_per_kv
+    attention_rate = gemm * attention_rows / (attention_rows + engine.half_rows)
     gemm = gemm * rows / (rows + engine.half_rows)  # small GEMMs reach less of the kernels' rate
     kv_bandwidth = device.main_memory.bandwidth_bytes_per_s * min(1.0, kv_kernel.bandwidth_efficiency * m_scale)
     weights = smooth_roofline_time(work.linear_flops / gemm, work.weight_bytes / weight_bandwidth, 0.0, engine.sharpness)
-    attention = smooth_roofline_time(work.attention_flops / (gemm * engine.attention_efficiency * tree_mask_efficiency),
+    attention = smooth_roofline_time(work.attention_flops / (attention_rate * engine.attention_efficiency * tree_mask_efficiency),
                                      (work.kv_read_bytes + work.kv_write_bytes) / kv_bandwidth, 0.0, engine.sharpness)
     roof = weights.time_s + attention.time_s
     # the host's per-layer launches overlap the kernels they queue as far as the profile's q says

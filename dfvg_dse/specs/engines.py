@@ -6,7 +6,8 @@ to published forward measurements (hwdb/measurements, dfvg_dse/validation/engine
 
     t = S_q((T_c^p + T_m^p)^(1/p), L x t_layer) + t_forward + b x t_sequence,   S_q(x, y) = (x^q + y^q)^(1/q)
 
-with T_c = FLOPs / (peak(dtype) x eta_c[dtype] x M / (M + M_half)) (M = GEMM rows, new tokens x batch) and T_m = weight bytes / (bandwidth x eta_m[dtype])
+with T_c = FLOPs / (peak(dtype) x eta_c[dtype] x M / (M + M_half)) (M = GEMM rows, new tokens x batch; for attention's
+FLOPs, at eta_attn of that rate, M = new tokens per sequence x query heads per KV head) and T_m = weight bytes / (bandwidth x eta_m[dtype])
 + KV bytes / (bandwidth x eta_m[16-bit]); p (the transition's sharpness) bends the corner as measured
 t(n) curves do (p -> infinity is the plain max); t_sequence is the engine's work per sequence of a
 batch of b on every step (sampling, scheduling, the host's bookkeeping), which a verify of many

@@ -255,6 +255,12 @@ class ModelSpec:
         return 2 * self.n_layers * self.n_kv_heads * self.head_dim * self.kv_bytes_per_value
 
     @property
+    def query_heads_per_kv(self) -> int:
+        """Query heads that read one cached K/V head: the GQA group (MLA: every head shares the latent).
+        An attention kernel packs them into the rows of its tiles (FlashDecoding, FlashInfer)."""
+        return self.n_heads if self.mla is not None else self.n_heads // self.n_kv_heads
+
+    @property
     def attention_flops_per_pair(self) -> int:
         """FLOPs of one (query, cached key) pair in one head of one layer: QK^T and AV, 2 per MAC. MLA
         as vLLM and SGLang decode it, absorbed: scores over the latent and rotary key, values over the latent."""

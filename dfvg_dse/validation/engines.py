@@ -66,6 +66,7 @@ class Features:
     bandwidth_bytes_per_s: np.ndarray
     n_layers: np.ndarray
     rows: np.ndarray  # GEMM rows of the forward: new tokens x batch
+    attention_rows: np.ndarray  # rows of attention's tiles: new tokens per sequence x the query heads per KV head
     batch: np.ndarray  # sequences of the forward
     count: np.ndarray
     row: np.ndarray
@@ -88,7 +89,7 @@ def features(rows: list[ForwardMeasurement], models: dict[str, ModelSpec], devic
     `fp16_accumulate`: the engines whose 16-bit GEMMs accumulate in FP16, `mma_sync_only`: those whose
     GEMMs issue only warp-level mma.sync (hwdb/engines/NAME.toml)."""
     cols: dict[str, list] = {k: [] for k in ("linear", "attention", "weight", "kv", "peak", "bw", "layers", "gemm_rows",
-                                             "batch", "count", "row")}
+                                             "batch", "count", "row", "att_rows")}
     for i, row in enumerate(rows):
         model, device = row_model(models[row.model], row), devices[row.device]
         peak = engine_peak_flops_per_s(device, model.compute_dtype, row.engine in fp16_accumulate,
@@ -99,11 +100,12 @@ def features(rows: list[ForwardMeasurement], models: dict[str, ModelSpec], devic
                                ("weight", work.weight_bytes), ("kv", work.kv_read_bytes + work.kv_write_bytes),
                                ("peak", peak), ("bw", device.main_memory.bandwidth_bytes_per_s),
                                ("layers", model.n_layers), ("gemm_rows", n * row.batch), ("batch", row.batch), ("count", count),
+                               ("att_rows", n * model.query_heads_per_kv),
                                ("row", i)):
                 cols[key].append(float(value))
     a = {k: np.array(v, dtype=float) for k, v in cols.items()}
     return Features(a["linear"], a["attention"], a["weight"], a["kv"], a["peak"], a["bw"], a["layers"], a["gemm_rows"],
-                    a["batch"], a["count"],
+                    a["att_rows"], a["batch"], a["count"],
                     a["row"].astype(int), tuple(weight_class(r.dtype) for r in rows),
                     tuple(weight_class(r.kv_dtype) for r in rows), tuple(devices[r.device].device_class for r in rows),
                     tuple(r.engine for r in rows), tuple(r.source for r in rows),
@@ -117,7 +119,7 @@ def _take(f: Features, rows: np.ndarray) -> Features:
     renumber[keep] = np.arange(len(keep))
     parts = rows[f.row]
     per_part = {k: getattr(f, k)[parts] for k in ("linear_flops", "attention_flops", "weight_bytes", "kv_bytes", "peak_flops_per_s",
-                                                   "bandwidth_bytes_per_s", "n_layers", "rows", "batch", "count")}
+                                                   "bandwidth_bytes_per_s", "n_layers", "rows", "attention_rows", "batch", "count")}
     per_row = {k: tuple(getattr(f, k)[i] for i in keep) for k in ("weight_class", "kv_class", "device_class",
                                                                    "engine", "source")}
     return Features(**per_part, row=renumber[f.row[parts]], measured_s=f.measured_s[keep], **per_row)
@@ -217,7 +219,8 @@ def _predict(z: np.ndarray, f: Features, at: dict[str, np.ndarray]) -> np.ndarra
     p = per_part["p"]
     # per operator: the GEMMs stream the weights, attention streams the KV cache; they run one after the other
     weights = _smooth_max(f.linear_flops / gemm, f.weight_bytes / (f.bandwidth_bytes_per_s * eta_m), p)
-    attention = _smooth_max(f.attention_flops / (gemm * np.minimum(1.0, per_part["eta_attn"])),
+    att_rate = f.peak_flops_per_s * eta_c * f.attention_rows / (f.attention_rows + per_part["half_rows"])
+    attention = _smooth_max(f.attention_flops / (att_rate * np.minimum(1.0, per_part["eta_attn"])),
                             f.kv_bytes / (f.bandwidth_bytes_per_s * eta_kv), p)
     host = f.n_layers * per_part["t_layer"]
     part = _smooth_max(weights + attention, host, per_part["q"]) + per_part["t_forward"] + f.batch * per_part["t_sequence"]

@@ -133,6 +133,28 @@ def test_host_launches_overlap_the_kernels_as_the_profile_says(catalog):
                 assert t == pytest.approx(max(kernels, launches) + fixed, rel=0.011)
 
 
+def test_attention_tiles_hold_one_sequences_new_tokens_times_its_gqa_group(catalog):
+    # attention's compute time written out by hand: its FLOPs at the GEMM rate R scaled by
+    # M / (M + M_half) with M = new tokens per sequence x query heads per KV head (the tiles of a
+    # FlashDecoding-style kernel), whatever the batch; the GEMMs keep M = new tokens x batch
+    from dfvg_dse.costs.processor import engine_rates, engine_roofline
+    from dfvg_dse.costs.work import forward_work
+
+    gpu = dataclasses.replace(catalog.device("h100-sxm"), engine=KNOWN)
+    for name, group in (("llama-3.1-8b", 4), ("llama-2-7b", 1)):
+        model = catalog.model(name)
+        assert model.query_heads_per_kv == group
+        rate, _ = engine_rates(model, gpu, KNOWN)
+        for n, b in ((1, 1), (1, 64), (16, 1), (16, 8), (512, 1)):
+            work = forward_work(model, n, 2048, b)
+            t = engine_roofline(model, gpu, work, KNOWN, b)
+            gemm = float(work.linear_flops) / (rate * n * b / (n * b + KNOWN.half_rows))
+            tiles = n * group
+            attention = float(work.attention_flops) / (rate * tiles / (tiles + KNOWN.half_rows) * KNOWN.attention_efficiency)
+            assert float(t.compute_time_s) == pytest.approx(gemm + attention, rel=1e-9), (name, n, b)
+    assert catalog.model("deepseek-v3").query_heads_per_kv == catalog.model("deepseek-v3").n_heads  # MLA: one latent
+
+
 def test_the_fit_recovers_how_far_host_launches_overlap(catalog):
     # rows priced with an eager engine whose launches overlap its kernels (q = 4): the fit finds a q
     # well past 1 and prices the rows as they were made; the same rows made additive (q = 1) fit at q near 1
