@@ -1,7 +1,7 @@
 """Samplers on a space of 10^8 points (issue 16): benchmarks/large-space.toml, 105,740,800 grid points.
 
-The best known front is the exact one (`search --method exact`: every grid point, in pieces, about
-7 minutes here). Each sampled search (`--method optuna` with each sampler, and `--method seeded`,
+The best known front is the exact one (`search --method exact`: every grid point, in pieces, 5-8
+minutes here). Each sampled search (`--method optuna` with each sampler, and `--method seeded`,
 which first writes the front of 50,000 grid points drawn at random) gets the same trial budget;
 its hypervolume is a share of the exact front's, with the reference point at zero speed and 1.1 x
 the exact front's highest J/token (the nadir of the designs worth having: against the grid's worst
