@@ -45,18 +45,21 @@ def engine_rates(model: ModelSpec, device: DeviceSpec, engine: EngineProfile) ->
 
 
 def engine_roofline(model: ModelSpec, device: DeviceSpec, work: ForwardWork, engine: EngineProfile,
-                    batch=1, tree_mask_efficiency: float = 1.0) -> RooflineTime:
+                    batch=1, tree_mask_efficiency: float = 1.0, attention_tokens=None) -> RooflineTime:
     """A forward under an engine profile (docs/engines.md), per operator: the GEMMs (their FLOPs
     against the weight bytes, at the weight class's kernels) and attention (its FLOPs against the KV
     bytes) each a smooth roofline; they run one after the other, so their times add. The profile's
     attention rate was fitted on causal forwards; a tree's mask runs at `tree_mask_efficiency` of it
-    (DecodeConfig.attention_efficiency: 1 for TreeSort's dense blocks, less for a sparse mask)."""
+    (DecodeConfig.attention_efficiency: 1 for TreeSort's dense blocks, less for a sparse mask).
+    Attention's tiles hold one sequence's new tokens (`attention_tokens`; default the work's rows over
+    `batch`) x the query heads of a KV head."""
     kv_kernel, _ = engine.kernel(model.kv_dtype)
     _, m_scale = engine.scales(device.device_class)
     gemm, weight_bandwidth = engine_rates(model, device, engine)
     rows = np.asarray(work.linear_flops) / (2.0 * param_counts(model).active_matmul)  # new tokens x batch
     # attention's tiles hold one sequence's new tokens x the query heads of a KV head, whatever the batch
-    attention_rows = rows / np.asarray(batch, dtype=float) * model.query_heads_per_kv
+    tokens = rows / np.asarray(batch, dtype=float) if attention_tokens is None else np.asarray(attention_tokens, dtype=float)
+    attention_rows = tokens * model.query_heads_per_kv
     attention_rate = gemm * attention_rows / (attention_rows + engine.half_rows)
     gemm = gemm * rows / (rows + engine.half_rows)  # small GEMMs reach less of the kernels' rate
     kv_bandwidth = device.main_memory.bandwidth_bytes_per_s * min(1.0, kv_kernel.bandwidth_efficiency * m_scale)
@@ -111,15 +114,28 @@ def mixed_forward_cost(model: ModelSpec, device: DeviceSpec, parts) -> ForwardCo
     works = [forward_work(model, n, c, b) for n, c, b in parts]
     total = ForwardWork(*(sum(np.asarray(getattr(w, f), dtype=float) for w in works) for f in ForwardWork._fields))
     total = total._replace(weight_bytes=np.asarray(streamed_weight_bytes(model, rows), dtype=float))
-    return _priced(model, device, total, rows, sequences, 1.0)
+    return _priced(model, device, total, rows, sequences, 1.0, mixed_attention_tokens(parts, works))
 
 
-def _priced(model: ModelSpec, device: DeviceSpec, work: ForwardWork, rows, sequences, attention_efficiency: float
-            ) -> ForwardCost:
+def mixed_attention_tokens(parts, works) -> float:
+    """The new tokens per sequence at which a mixed step's attention, priced as one operator, costs
+    what its parts cost apart: each part's attention FLOPs F_i run at its own tile of n_i tokens, and
+    at a rate R M / (M + M_half) the sum of F_i / rate(n_i) equals F / rate(m) for m the FLOP-weighted
+    harmonic mean of the n_i (whatever R and M_half), so a prefill chunk never speeds up the decodes
+    beside it."""
+    flops = [float(w.attention_flops) for w in works]
+    if sum(flops) <= 0.0:
+        return float(max(n for n, _, _ in parts))
+    return sum(flops) / sum(f / n for f, (n, _, _) in zip(flops, parts))
+
+
+def _priced(model: ModelSpec, device: DeviceSpec, work: ForwardWork, rows, sequences, attention_efficiency: float,
+            attention_tokens=None) -> ForwardCost:
     """The time of a forward's work on one GPU or CPU: under the device's engine profile when it has
     one, else its roofline. `rows` = new tokens x sequences; `sequences` pay the per-sequence overhead."""
     if device.engine is not None:  # a fitted engine profile replaces the roofline's efficiencies
-        return forward_cost(engine_roofline(model, device, work, device.engine, sequences, attention_efficiency),
+        return forward_cost(engine_roofline(model, device, work, device.engine, sequences, attention_efficiency,
+                                            attention_tokens),
                             work.flops, work.bytes)
     peak = device.peak_for(model.compute_dtype) * device.eta_compute
     compute = work.attention_flops / (peak * attention_efficiency)
