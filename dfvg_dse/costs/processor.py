@@ -44,6 +44,23 @@ def engine_rates(model: ModelSpec, device: DeviceSpec, engine: EngineProfile) ->
             device.main_memory.bandwidth_bytes_per_s * min(1.0, kernel.bandwidth_efficiency * m_scale))
 
 
+def profile_time_parts(linear_flops, attention_flops, weight_bytes, kv_bytes, rate, rows, attention_rows, half_rows,
+                       attention_fraction, weight_bandwidth, kv_bandwidth, sharpness, launches_s, host_overlap):
+    """The kernels of a forward under an engine profile, per operator, and with the host's launches:
+    (GEMMs, attention, both with the launches overlapped at q = `host_overlap`). The GEMMs run at
+    `rate` x rows / (rows + half_rows) against the weight bytes, attention at the same law over its
+    tile's `attention_rows` x `attention_fraction` against the KV bytes, each a smooth roofline of
+    sharpness p; they run one after the other. One formula for the cost model and the fit
+    (validation/engines.py), so the fit prices as `--engine` does."""
+    gemm = rate * rows / (rows + half_rows)  # small GEMMs reach less of the kernels' rate
+    tile = rate * attention_rows / (attention_rows + half_rows)
+    weights = smooth_roofline_time(linear_flops / gemm, weight_bytes / weight_bandwidth, 0.0, sharpness)
+    attention = smooth_roofline_time(attention_flops / (tile * attention_fraction), kv_bytes / kv_bandwidth, 0.0,
+                                     sharpness)
+    hosted = smooth_roofline_time(weights.time_s + attention.time_s, launches_s, 0.0, host_overlap).time_s
+    return weights, attention, hosted
+
+
 def engine_roofline(model: ModelSpec, device: DeviceSpec, work: ForwardWork, engine: EngineProfile,
                     batch=1, tree_mask_efficiency: float = 1.0, attention_tokens=None) -> RooflineTime:
     """A forward under an engine profile (docs/engines.md), per operator: the GEMMs (their FLOPs
@@ -59,17 +76,13 @@ def engine_roofline(model: ModelSpec, device: DeviceSpec, work: ForwardWork, eng
     rows = np.asarray(work.linear_flops) / (2.0 * param_counts(model).active_matmul)  # new tokens x batch
     # attention's tiles hold one sequence's new tokens x the query heads of a KV head, whatever the batch
     tokens = rows / np.asarray(batch, dtype=float) if attention_tokens is None else np.asarray(attention_tokens, dtype=float)
-    attention_rows = tokens * model.query_heads_per_kv
-    attention_rate = gemm * attention_rows / (attention_rows + engine.half_rows)
-    gemm = gemm * rows / (rows + engine.half_rows)  # small GEMMs reach less of the kernels' rate
     kv_bandwidth = device.main_memory.bandwidth_bytes_per_s * min(1.0, kv_kernel.bandwidth_efficiency * m_scale)
-    weights = smooth_roofline_time(work.linear_flops / gemm, work.weight_bytes / weight_bandwidth, 0.0, engine.sharpness)
-    attention = smooth_roofline_time(work.attention_flops / (attention_rate * engine.attention_efficiency * tree_mask_efficiency),
-                                     (work.kv_read_bytes + work.kv_write_bytes) / kv_bandwidth, 0.0, engine.sharpness)
+    weights, attention, hosted = profile_time_parts(
+        work.linear_flops, work.attention_flops, work.weight_bytes, work.kv_read_bytes + work.kv_write_bytes,
+        gemm, rows, tokens * model.query_heads_per_kv, engine.half_rows,
+        engine.attention_efficiency * tree_mask_efficiency, weight_bandwidth, kv_bandwidth, engine.sharpness,
+        model.n_layers * engine.layer_overhead_s, engine.host_overlap)
     roof = weights.time_s + attention.time_s
-    # the host's per-layer launches overlap the kernels they queue as far as the profile's q says
-    launches = np.full(np.shape(roof), model.n_layers * engine.layer_overhead_s)
-    hosted = smooth_roofline_time(roof, launches, 0.0, engine.host_overlap).time_s
     overhead = hosted - roof + engine.forward_overhead_s + np.asarray(batch) * engine.sequence_overhead_s
     compute, memory = weights.compute_time_s + attention.compute_time_s, weights.memory_time_s + attention.memory_time_s
     bound = np.where(overhead > roof, OVERHEAD, np.where(compute >= memory, COMPUTE, MEMORY)).astype(np.int8)

@@ -21,8 +21,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy.optimize import least_squares
 
-from dfvg_dse.costs.processor import engine_peak_flops_per_s
-from dfvg_dse.costs.roofline import smooth_roofline_time
+from dfvg_dse.costs.processor import engine_peak_flops_per_s, profile_time_parts
 from dfvg_dse.costs.work import forward_work
 from dfvg_dse.specs import DeviceSpec, ModelSpec
 from dfvg_dse.specs.engines import FALLBACKS, EngineProfile, KernelEfficiency, weight_class
@@ -203,11 +202,6 @@ class _Layout:
         return {k: np.array(v, dtype=int) for k, v in table.items()}
 
 
-def _smooth_max(a: np.ndarray, b: np.ndarray, p: np.ndarray) -> np.ndarray:
-    """(a^p + b^p)^(1/p): the cost model's own smooth roofline, so the fit prices as `--engine` does."""
-    return smooth_roofline_time(a, b, 0.0, p).time_s
-
-
 def _predict(z: np.ndarray, f: Features, at: dict[str, np.ndarray]) -> np.ndarray:
     """Predicted seconds of each row, with the parameter positions `at` (_Layout.row_indices)."""
     v = np.append(np.exp(z), 1.0)  # position -1: a scale of 1
@@ -215,15 +209,12 @@ def _predict(z: np.ndarray, f: Features, at: dict[str, np.ndarray]) -> np.ndarra
     eta_c = np.minimum(1.0, per_part["eta_c"] * per_part["c_scale"])
     eta_m = np.minimum(1.0, per_part["eta_m"] * per_part["m_scale"])
     eta_kv = np.minimum(1.0, per_part["eta_kv"] * per_part["m_scale"])
-    gemm = f.peak_flops_per_s * eta_c * f.rows / (f.rows + per_part["half_rows"])  # small GEMMs reach less
-    p = per_part["p"]
-    # per operator: the GEMMs stream the weights, attention streams the KV cache; they run one after the other
-    weights = _smooth_max(f.linear_flops / gemm, f.weight_bytes / (f.bandwidth_bytes_per_s * eta_m), p)
-    att_rate = f.peak_flops_per_s * eta_c * f.attention_rows / (f.attention_rows + per_part["half_rows"])
-    attention = _smooth_max(f.attention_flops / (att_rate * np.minimum(1.0, per_part["eta_attn"])),
-                            f.kv_bytes / (f.bandwidth_bytes_per_s * eta_kv), p)
-    host = f.n_layers * per_part["t_layer"]
-    part = _smooth_max(weights + attention, host, per_part["q"]) + per_part["t_forward"] + f.batch * per_part["t_sequence"]
+    # per operator: the GEMMs stream the weights, attention streams the KV cache; the host's launches overlap them
+    _, _, hosted = profile_time_parts(
+        f.linear_flops, f.attention_flops, f.weight_bytes, f.kv_bytes, f.peak_flops_per_s * eta_c, f.rows,
+        f.attention_rows, per_part["half_rows"], np.minimum(1.0, per_part["eta_attn"]), f.bandwidth_bytes_per_s * eta_m,
+        f.bandwidth_bytes_per_s * eta_kv, per_part["p"], f.n_layers * per_part["t_layer"], per_part["q"])
+    part = hosted + per_part["t_forward"] + f.batch * per_part["t_sequence"]
     return np.bincount(f.row, weights=part * f.count, minlength=len(f.measured_s))
 
 
