@@ -16,7 +16,11 @@ from dfvg_dse.specs.hardware import SpecError
 
 # Facts about an engine's kernels, read from its code, never fitted: { value = true|false, source = "..." }
 FACTS = ("fp16_accumulate", "mma_sync_only")
-FIELDS = ("name", "display_name", "source", "tag", "fitted", *FACTS, "forward_overhead_us",
+# The KV-cache classes whose attention kernel runs per query head: { kv_classes = [...], source = "..." }
+PER_HEAD = "per_head_attention"
+PER_HEAD_DEFAULT = ("default: every KV-cache class's attention kernel packs a KV head's query heads into one tile "
+                    "(FlashAttention-2's decode path, FlashInfer, TensorRT-LLM's XQA)")
+FIELDS = ("name", "display_name", "source", "tag", "fitted", *FACTS, PER_HEAD, "forward_overhead_us",
           "layer_overhead_us", "sequence_overhead_us", "host_overlap", "sharpness", "attention_efficiency", "half_rows", "kernels",
           "device_scales")
 US = 1e-6
@@ -52,6 +56,11 @@ def parse_engine(path: Path, data: dict) -> EngineProfile:
                 or not isinstance(table.get("source"), str) or not table["source"].strip():
             raise DataError(path, fact, table, "must be { value = true|false, source = \"...\" }")
         facts[fact] = table["value"]
+    per_head = data.get(PER_HEAD, {"kv_classes": [], "source": "default"})
+    if not isinstance(per_head, dict) or set(per_head) != {"kv_classes", "source"} \
+            or not isinstance(per_head["kv_classes"], list) or not all(isinstance(c, str) for c in per_head["kv_classes"]) \
+            or not isinstance(per_head["source"], str) or not per_head["source"].strip():
+        raise DataError(path, PER_HEAD, per_head, f"must be {{ kv_classes = [classes of {', '.join(CLASSES)}], source = \"...\" }}")
     kernels = []
     for cls, table in _table(path, data, "kernels").items():
         if cls not in CLASSES or not isinstance(table, dict) or set(table) != {"bandwidth_efficiency", "compute_efficiency"}:
@@ -78,13 +87,14 @@ def parse_engine(path: Path, data: dict) -> EngineProfile:
             half_rows=_number(path, "half_rows", data.get("half_rows", 0.0)),
             sequence_overhead_s=_number(path, "sequence_overhead_us", data.get("sequence_overhead_us", 0.0)) * US,
             host_overlap=_number(path, "host_overlap", data.get("host_overlap", 1.0)),
-            device_scales=tuple(scales), source=data["source"], **facts)
+            per_head_attention=tuple(per_head["kv_classes"]), device_scales=tuple(scales), source=data["source"], **facts)
     except SpecError as err:
         raise DataError(path, err.field, err.value, err.allowed) from None
 
 
 def engine_document(profile: EngineProfile, display_name: str, fitted: dict, accumulate_source: str,
-                    mma_sync_source: str = "default: the engine's GEMMs reach each GPU's full tensor rate") -> dict:
+                    mma_sync_source: str = "default: the engine's GEMMs reach each GPU's full tensor rate",
+                    per_head_source: str = PER_HEAD_DEFAULT) -> dict:
     """The TOML document of a profile (rounded to 4 significant digits; reads back as written)."""
     def r(x: float) -> float:
         return float(f"{x:.4g}")
@@ -93,6 +103,7 @@ def engine_document(profile: EngineProfile, display_name: str, fitted: dict, acc
             "fitted": fitted,
             "fp16_accumulate": {"value": profile.fp16_accumulate, "source": accumulate_source},
             "mma_sync_only": {"value": profile.mma_sync_only, "source": mma_sync_source},
+            PER_HEAD: {"kv_classes": list(profile.per_head_attention), "source": per_head_source},
             "forward_overhead_us": r(profile.forward_overhead_s / US), "layer_overhead_us": r(profile.layer_overhead_s / US),
             "sequence_overhead_us": r(profile.sequence_overhead_s / US), "host_overlap": r(profile.host_overlap),
             "sharpness": r(profile.sharpness), "attention_efficiency": r(profile.attention_efficiency),

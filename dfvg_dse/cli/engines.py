@@ -10,7 +10,7 @@ import click
 import numpy as np
 
 from dfvg_dse.catalog import Catalog
-from dfvg_dse.catalog.engines import engine_document
+from dfvg_dse.catalog.engines import PER_HEAD, PER_HEAD_DEFAULT, engine_document
 from dfvg_dse.catalog.lookup import ROOFLINE, write_toml_atomic
 from dfvg_dse.cli._base import catalog_of, cli, emit_json, emit_table
 from dfvg_dse.export import write_plot, write_records
@@ -37,12 +37,13 @@ def fit_inputs(catalog: Catalog) -> Inputs:
     models = {n for r in rows for n in ((r.model,) if isinstance(r, ForwardMeasurement) else (r.target, r.draft)) if n}
     accumulate = frozenset(name for name in plain.engine_names()[1:] if plain.engine(name).fp16_accumulate)
     mma_sync = frozenset(name for name in plain.engine_names()[1:] if plain.engine(name).mma_sync_only)
+    per_head = frozenset((name, c) for name in plain.engine_names()[1:] for c in plain.engine(name).per_head_attention)
     specs = {n: plain.model(n) for n in sorted(models)}
     devices = {n: plain.device(n) for n in sorted({r.device for r in rows})}
     for row in fitted_rows(sources, specs)[1]:  # the groups of the multi-GPU rows, by name (4xa100-80gb)
         group = plain.device(row.device, tensor=row.tensor_parallel)
         devices[group.name] = group
-    return Inputs(sources, specs, devices, accumulate, mma_sync)
+    return Inputs(sources, specs, devices, accumulate, mma_sync, per_head)
 
 
 def _fitted_note(inputs: Inputs, engine: str) -> tuple[dict, str]:
@@ -104,7 +105,8 @@ def engines_show(ctx, name, as_json):
                f"M / (M + {profile.half_rows:.3g}) of the kernels' rate; transition sharpness p = {profile.sharpness:.2f}; "
                "attention at "
                f"{profile.attention_efficiency:.2f} of the GEMM rate; FP16 accumulate: {profile.fp16_accumulate}; "
-               f"mma.sync only: {profile.mma_sync_only}")
+               f"mma.sync only: {profile.mma_sync_only}; attention per query head for KV: "
+               f"{', '.join(profile.per_head_attention) or 'none'}")
     emit_table([[k.weight_class, f"{k.bandwidth_efficiency:.3f}", f"{k.compute_efficiency:.3f}"] for k in profile.kernels],
                ["weights", "bandwidth eff.", "compute eff."])
     if profile.device_scales:
@@ -132,10 +134,12 @@ def engines_fit(ctx, out_dir, as_json):
                                                   "default compute type)")
         mma_fact = old.get("mma_sync_only", {}).get("source", "default: the engine's GEMMs reach each GPU's full "
                                                     "tensor rate (cuBLAS / CUTLASS kernels for the architecture)")
-        profile = fitted.profile(engine, text, stem in inputs.fp16_accumulate, stem in inputs.mma_sync_only)
+        per_head_fact = old.get(PER_HEAD, {}).get("source", PER_HEAD_DEFAULT)
+        per_head = tuple(sorted(c for e, c in inputs.per_head_attention if e == stem))
+        profile = fitted.profile(engine, text, stem in inputs.fp16_accumulate, stem in inputs.mma_sync_only, per_head)
         profile = dataclasses.replace(profile, name=stem)
         path = Path(folder) / f"{stem}.toml"
-        write_toml_atomic(path, engine_document(profile, DISPLAY.get(stem, stem), note, fact, mma_fact))
+        write_toml_atomic(path, engine_document(profile, DISPLAY.get(stem, stem), note, fact, mma_fact, per_head_fact))
         written.append(str(path))
     if as_json:
         emit_json({"written": written, "rows": fitted.rows, "engines": list(fitted.engines),

@@ -69,7 +69,7 @@ def engine_roofline(model: ModelSpec, device: DeviceSpec, work: ForwardWork, eng
     attention rate was fitted on causal forwards; a tree's mask runs at `tree_mask_efficiency` of it
     (DecodeConfig.attention_efficiency: 1 for TreeSort's dense blocks, less for a sparse mask).
     Attention's tiles hold one sequence's new tokens (`attention_tokens`; default the work's rows over
-    `batch`) x the query heads of a KV head."""
+    `batch`) x the query heads of a KV head (one, for a kernel per query head: EngineProfile.per_head_attention)."""
     kv_kernel, _ = engine.kernel(model.kv_dtype)
     _, m_scale = engine.scales(device.device_class)
     gemm, weight_bandwidth = engine_rates(model, device, engine)
@@ -79,7 +79,7 @@ def engine_roofline(model: ModelSpec, device: DeviceSpec, work: ForwardWork, eng
     kv_bandwidth = device.main_memory.bandwidth_bytes_per_s * min(1.0, kv_kernel.bandwidth_efficiency * m_scale)
     weights, attention, hosted = profile_time_parts(
         work.linear_flops, work.attention_flops, work.weight_bytes, work.kv_read_bytes + work.kv_write_bytes,
-        gemm, rows, tokens * model.query_heads_per_kv, engine.half_rows,
+        gemm, rows, tokens * engine.query_heads_per_tile(model), engine.half_rows,
         engine.attention_efficiency * tree_mask_efficiency, weight_bandwidth, kv_bandwidth, engine.sharpness,
         model.n_layers * engine.layer_overhead_s, engine.host_overlap)
     roof = weights.time_s + attention.time_s

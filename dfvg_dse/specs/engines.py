@@ -75,6 +75,9 @@ class EngineProfile:
     host_overlap: float = 1.0  # q: per-layer launches and kernels combine as (x^q + y^q)^(1/q); 1 adds them
     fp16_accumulate: bool = False  # 16-bit GEMMs accumulate in FP16 (GeForce: twice the FP32-accumulate rate)
     mma_sync_only: bool = False  # GEMMs issue warp-level mma.sync only (DeviceSpec.mma_sync_fraction of Hopper's peak)
+    # KV-cache classes whose attention kernel gives each query head its own tile, not a KV head's whole
+    # GQA group (vLLM 0.5-0.6: an fp8 KV cache runs its PagedAttention kernel, one thread block per query head)
+    per_head_attention: tuple[str, ...] = ()
     device_scales: tuple[tuple[str, float, float], ...] = ()  # (device class, compute, bandwidth factor)
     source: str = ""
 
@@ -95,10 +98,18 @@ class EngineProfile:
             raise SpecError("half_rows", self.half_rows, f"must be in [0, {MAX_HALF_ROWS:g}] rows")
         if not (isinstance(self.attention_efficiency, float) and 0.0 < self.attention_efficiency <= 1.0):
             raise SpecError("attention_efficiency", self.attention_efficiency, "must be a fraction in (0, 1]")
+        if any(c not in CLASSES for c in self.per_head_attention) or len(set(self.per_head_attention)) != len(
+                self.per_head_attention):
+            raise SpecError("per_head_attention", list(self.per_head_attention), f"each once, of {', '.join(CLASSES)}")
         for name, compute, bandwidth in self.device_scales:
             for field, value in (("compute", compute), ("bandwidth", bandwidth)):
                 if not (isinstance(value, float) and math.isfinite(value) and 0.0 < value <= MAX_SCALE):
                     raise SpecError(f"device_scales.{name}.{field}", value, f"must be in (0, {MAX_SCALE:g}]")
+
+    def query_heads_per_tile(self, model) -> int:
+        """The query heads one attention tile holds per new token: a KV head's GQA group
+        (ModelSpec.query_heads_per_kv), or 1 where the KV cache's class runs a kernel per query head."""
+        return 1 if weight_class(model.kv_dtype) in self.per_head_attention else model.query_heads_per_kv
 
     def scales(self, device_class: str) -> tuple[float, float]:
         """(compute, bandwidth) factors of a device class on the kernels' efficiencies; (1, 1) if none."""

@@ -83,23 +83,26 @@ def row_model(model: ModelSpec, row: ForwardMeasurement) -> ModelSpec:
 
 
 def features(rows: list[ForwardMeasurement], models: dict[str, ModelSpec], devices: dict[str, DeviceSpec],
-             fp16_accumulate: frozenset[str] = frozenset(), mma_sync_only: frozenset[str] = frozenset()) -> Features:
+             fp16_accumulate: frozenset[str] = frozenset(), mma_sync_only: frozenset[str] = frozenset(),
+             per_head_attention: frozenset[tuple[str, str]] = frozenset()) -> Features:
     """The terms of every row (models and devices by name, devices without an engine);
     `fp16_accumulate`: the engines whose 16-bit GEMMs accumulate in FP16, `mma_sync_only`: those whose
-    GEMMs issue only warp-level mma.sync (hwdb/engines/NAME.toml)."""
+    GEMMs issue only warp-level mma.sync, `per_head_attention`: the (engine, KV class) pairs whose
+    attention kernel tiles one query head, not a KV head's group (hwdb/engines/NAME.toml)."""
     cols: dict[str, list] = {k: [] for k in ("linear", "attention", "weight", "kv", "peak", "bw", "layers", "gemm_rows",
                                              "batch", "count", "row", "att_rows")}
     for i, row in enumerate(rows):
         model, device = row_model(models[row.model], row), devices[row.device]
         peak = engine_peak_flops_per_s(device, model.compute_dtype, row.engine in fp16_accumulate,
                                        row.engine in mma_sync_only)
+        heads = 1 if (row.engine, weight_class(row.kv_dtype)) in per_head_attention else model.query_heads_per_kv
         for n, context, count in row.priced_forwards:
             work = forward_work(model, n, context, row.batch)
             for key, value in (("linear", work.linear_flops), ("attention", work.attention_flops),
                                ("weight", work.weight_bytes), ("kv", work.kv_read_bytes + work.kv_write_bytes),
                                ("peak", peak), ("bw", device.main_memory.bandwidth_bytes_per_s),
                                ("layers", model.n_layers), ("gemm_rows", n * row.batch), ("batch", row.batch), ("count", count),
-                               ("att_rows", n * model.query_heads_per_kv),
+                               ("att_rows", n * heads),
                                ("row", i)):
                 cols[key].append(float(value))
     a = {k: np.array(v, dtype=float) for k, v in cols.items()}
@@ -286,7 +289,8 @@ class EngineFit:
         """A class the fit has: itself, or the nearest wider one (as EngineProfile.kernel falls back)."""
         return next((c for c in (cls,) + FALLBACKS.get(cls, ()) if c in self.classes), "16bit")
 
-    def profile(self, engine: str, source: str, fp16_accumulate: bool = False, mma_sync_only: bool = False) -> EngineProfile:
+    def profile(self, engine: str, source: str, fp16_accumulate: bool = False, mma_sync_only: bool = False,
+                per_head_attention: tuple[str, ...] = ()) -> EngineProfile:
         """One engine's fitted profile (POOLED for the pooled one): the classes it was measured with."""
         lay, v = self.layout, np.exp(self.z)
         group = self.layout.group_of(engine)
@@ -303,7 +307,8 @@ class EngineFit:
                              half_rows=float(v[lay.index(group, "half_rows")]),
                              sequence_overhead_s=float(v[lay.index(group, "t_sequence")]),
                              host_overlap=float(np.clip(v[lay.index(group, "q")], *OVERLAP_BOUNDS)),
-                             fp16_accumulate=fp16_accumulate, mma_sync_only=mma_sync_only, device_scales=scales,
+                             fp16_accumulate=fp16_accumulate, mma_sync_only=mma_sync_only,
+                             per_head_attention=per_head_attention, device_scales=scales,
                              source=source)
 
 

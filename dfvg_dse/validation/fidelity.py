@@ -52,6 +52,7 @@ class Inputs(NamedTuple):
     devices: dict[str, DeviceSpec]  # without an engine
     fp16_accumulate: frozenset[str]
     mma_sync_only: frozenset[str] = frozenset()  # engines whose GEMMs issue only mma.sync (Hopper: half its peak)
+    per_head_attention: frozenset[tuple[str, str]] = frozenset()  # (engine, KV class): attention tiles one query head
 
 
 def fitted_rows(sources: list[MeasurementSource], models: dict[str, ModelSpec]
@@ -63,15 +64,21 @@ def fitted_rows(sources: list[MeasurementSource], models: dict[str, ModelSpec]
     return [r for r, a in zip(rows, aside) if not a], [r for r, a in zip(rows, aside) if a]
 
 
+def input_features(rows: list[ForwardMeasurement], inputs: Inputs):
+    """The fit's terms of `rows`, with the engines' kernel facts the inputs carry."""
+    return features(rows, inputs.models, inputs.devices, inputs.fp16_accumulate, inputs.mma_sync_only,
+                    inputs.per_head_attention)
+
+
 def fit(inputs: Inputs) -> tuple[EngineFit, list[ForwardMeasurement]]:
     rows, _ = fitted_rows(inputs.sources, inputs.models)
-    return fit_engines(features(rows, inputs.models, inputs.devices, inputs.fp16_accumulate, inputs.mma_sync_only)), rows
+    return fit_engines(input_features(rows, inputs)), rows
 
 
 def forward_report(inputs: Inputs) -> tuple[list[dict], EngineFit]:
     """One record per fitted row: measured and predicted seconds, in-sample and leave-one-source-out."""
     rows, _ = fitted_rows(inputs.sources, inputs.models)
-    f = features(rows, inputs.models, inputs.devices, inputs.fp16_accumulate, inputs.mma_sync_only)
+    f = input_features(rows, inputs)
     fitted = fit_engines(f)
     inside, outside = fitted.predict(f), leave_one_source_out(f)
     records = []

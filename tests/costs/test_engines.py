@@ -375,3 +375,74 @@ def test_a_sparse_tree_mask_slows_attention_under_an_engine_profile_too(catalog)
     slower = dataclasses.replace(gpu, engine=dataclasses.replace(gpu.engine, attention_efficiency=gpu.engine.attention_efficiency * 0.5))
     assert float(masked.time_s) == pytest.approx(float(processor_forward_cost(model, slower, n, 4096, 1, pairs).time_s))
     assert float(masked.time_s) > float(dense.time_s)
+
+
+def test_a_kernel_per_query_head_prices_attention_at_one_head_per_tile(catalog):
+    # vLLM 0.5-0.6 decodes an fp8 KV cache with its PagedAttention kernel, one thread block per query
+    # head (csrc/attention/attention_kernels.cu: dim3 grid(num_heads, num_seqs, ...)); FlashAttention-2
+    # packs a KV head's query heads into one tile. Attention's compute term is FLOPs / (R x eta x r /
+    # (r + M)) with r tile rows: by hand, the per-head kernel adds FLOPs / (R eta) x ((1 + M) - (g + M) / g).
+    from dfvg_dse.costs.processor import engine_rates, engine_roofline
+    from dfvg_dse.costs.work import forward_work
+
+    plain = catalog.with_engine("roofline")
+    model = catalog.model("llama-3.1-8b").with_dtypes("fp8", "fp8")
+    group = model.query_heads_per_kv
+    assert group == 4  # 32 query heads over 8 KV heads (Llama-3.1-8B config.json)
+    packed = dataclasses.replace(KNOWN, kernels=KNOWN.kernels + (KernelEfficiency("fp8", 0.8, 0.6),), half_rows=7.0)
+    per_head = dataclasses.replace(packed, per_head_attention=("fp8",))
+    device = dataclasses.replace(plain.device("h100-sxm"), engine=packed)
+    work = forward_work(model, 1, 2048, 16)
+    rate, _ = engine_rates(model, device, packed)
+    a = engine_roofline(model, device, work, packed, 16)
+    b = engine_roofline(model, device, work, per_head, 16)
+    by_hand = float(work.attention_flops) / (rate * packed.attention_efficiency) * ((1 + 7.0) - (group + 7.0) / group)
+    assert float(b.compute_time_s - a.compute_time_s) == pytest.approx(by_hand, rel=1e-9)
+    assert float(b.time_s) > float(a.time_s)
+    # a 16-bit cache under the same profile keeps the packed tile; so does a model with no GQA group
+    sixteen = catalog.model("llama-3.1-8b").with_dtypes("fp8", "float16")
+    w16 = forward_work(sixteen, 1, 2048, 16)
+    assert float(engine_roofline(sixteen, device, w16, per_head, 16).time_s) == float(
+        engine_roofline(sixteen, device, w16, packed, 16).time_s)
+    mha = catalog.model("llama-2-7b").with_dtypes("fp8", "fp8")
+    wm = forward_work(mha, 1, 2048, 16)
+    assert float(engine_roofline(mha, device, wm, per_head, 16).time_s) == float(
+        engine_roofline(mha, device, wm, packed, 16).time_s)
+
+
+def test_the_fit_tiles_the_rows_of_a_per_head_kernel_as_the_cost_model_does(catalog):
+    from dfvg_dse.validation.engines import features as fit_features
+
+    plain = catalog.with_engine("roofline")
+    row = ForwardMeasurement("s", "w", "vllm", "h100-sxm", "llama-3.1-8b", "fp8", 16, "decode", 128, 129, "ms", 1.0,
+                             kv_dtype="fp8")
+    models, devices = {"llama-3.1-8b": plain.model("llama-3.1-8b")}, {"h100-sxm": plain.device("h100-sxm")}
+    packed = fit_features([row], models, devices)
+    per_head = fit_features([row], models, devices, per_head_attention=frozenset({("vllm", "fp8")}))
+    other = fit_features([dataclasses.replace(row, engine="trtllm")], models, devices,
+                         per_head_attention=frozenset({("vllm", "fp8")}))
+    assert set(packed.attention_rows) == {4.0} and set(other.attention_rows) == {4.0}
+    assert set(per_head.attention_rows) == {1.0}
+
+
+def test_the_per_head_attention_fact_reads_back_and_a_bad_one_is_one_line(tmp_path, catalog):
+    from dfvg_dse.catalog.engines import engine_document, parse_engine
+    from dfvg_dse.catalog.errors import DataError
+
+    path = tmp_path / "synthetic.toml"
+    document = engine_document(dataclasses.replace(KNOWN, source="test", per_head_attention=("fp8",)), "S",
+                               {"rows": 1}, "t", "m", "the kernel's grid")
+    assert document["per_head_attention"] == {"kv_classes": ["fp8"], "source": "the kernel's grid"}
+    assert parse_engine(path, document).per_head_attention == ("fp8",)
+    assert parse_engine(path, {k: v for k, v in document.items() if k != "per_head_attention"}).per_head_attention == ()
+    for bad in ({"kv_classes": "fp8", "source": "x"}, {"kv_classes": ["fp8"]}, {"kv_classes": ["fp8"], "source": " "},
+                {"kv_classes": ["fp9"], "source": "x"}, {"kv_classes": ["fp8", "fp8"], "source": "x"},
+                {"kv_classes": [8], "source": "x"}, {"kv_classes": [], "source": "x", "extra": 1}):
+        with pytest.raises(DataError) as err:
+            parse_engine(path, {**document, "per_head_attention": bad})
+        assert "per_head_attention" in str(err.value) and "\n" not in str(err.value)
+    # the shipped facts: vLLM's fp8 cache runs per query head, with the code that says so; the others pack
+    vllm = catalog.engine("vllm")
+    assert vllm.per_head_attention == ("fp8",)
+    assert "selector.py" in catalog.engine_entry("vllm")[1]["per_head_attention"]["source"]
+    assert all(catalog.engine(e).per_head_attention == () for e in ("trtllm", "sglang", "llama.cpp", "gpt-fast", "hf"))
