@@ -1,8 +1,9 @@
 """Reader and document of engine profiles, hwdb/engines/NAME.toml (docs/engines.md).
 
 A profile is written by `dfvg-dse engines fit` (validation/engines.py fits it to
-hwdb/measurements); `fp16_accumulate` is a fact about the engine's kernels, kept from the file it
-replaces, with its own source.
+hwdb/measurements); `fp16_accumulate`, `mma_sync_only` and `per_head_attention` are facts about the
+engine's kernels, read from its code, never fitted, kept from the file a fit replaces with their own
+sources.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from dfvg_dse.cli._base import catalog_of, cli, emit_json, emit_table
 from dfvg_dse.export import write_plot, write_records
 from dfvg_dse.files import check_output_folder
 from dfvg_dse.report.plots import plot_fidelity
+from dfvg_dse.specs.engines import CLASSES
 from dfvg_dse.specs.measurements import ENGINE_FAMILIES, ForwardMeasurement
 from dfvg_dse.validation.engines import POOLED
 from dfvg_dse.validation.fidelity import (Budgets, Inputs, fit, fitted_rows, forward_report, set_aside_report,
@@ -135,7 +136,7 @@ def engines_fit(ctx, out_dir, as_json):
         mma_fact = old.get("mma_sync_only", {}).get("source", "default: the engine's GEMMs reach each GPU's full "
                                                     "tensor rate (cuBLAS / CUTLASS kernels for the architecture)")
         per_head_fact = old.get(PER_HEAD, {}).get("source", PER_HEAD_DEFAULT)
-        per_head = tuple(sorted(c for e, c in inputs.per_head_attention if e == stem))
+        per_head = tuple(c for c in CLASSES if (stem, c) in inputs.per_head_attention)
         profile = fitted.profile(engine, text, stem in inputs.fp16_accumulate, stem in inputs.mma_sync_only, per_head)
         profile = dataclasses.replace(profile, name=stem)
         path = Path(folder) / f"{stem}.toml"

@@ -7,7 +7,8 @@ to published forward measurements (hwdb/measurements, dfvg_dse/validation/engine
     t = S_q((T_c^p + T_m^p)^(1/p), L x t_layer) + t_forward + b x t_sequence,   S_q(x, y) = (x^q + y^q)^(1/q)
 
 with T_c = FLOPs / (peak(dtype) x eta_c[dtype] x M / (M + M_half)) (M = GEMM rows, new tokens x batch; for attention's
-FLOPs, at eta_attn of that rate, M = new tokens per sequence x query heads per KV head) and T_m = weight bytes / (bandwidth x eta_m[dtype])
+FLOPs, at eta_attn of that rate, M = new tokens per sequence x the query heads one tile holds:
+a KV head's GQA group, or one where the engine's kernel runs per query head) and T_m = weight bytes / (bandwidth x eta_m[dtype])
 + KV bytes / (bandwidth x eta_m[16-bit]); p (the transition's sharpness) bends the corner as measured
 t(n) curves do (p -> infinity is the plain max); t_sequence is the engine's work per sequence of a
 batch of b on every step (sampling, scheduling, the host's bookkeeping), which a verify of many
@@ -23,6 +24,7 @@ import math
 from dataclasses import dataclass
 
 from dfvg_dse.specs.hardware import SpecError
+from dfvg_dse.specs.model import ModelSpec
 
 # weight dtype -> the class whose kernels price it (fp16 and bf16 share kernels)
 WEIGHT_CLASSES = {"float16": "16bit", "fp16": "16bit", "bfloat16": "16bit", "bf16": "16bit",
@@ -32,6 +34,16 @@ MAX_SHARPNESS = 64.0  # p past this is the hard max to 1%
 MAX_OVERHEAD_S = 0.1
 MAX_SCALE = 10.0
 MAX_HALF_ROWS = 4096.0
+
+
+def query_heads_per_tile(model: ModelSpec, per_head_classes) -> int:
+    """The query heads one attention tile holds per new token: a KV head's GQA group
+    (ModelSpec.query_heads_per_kv), or 1 where the KV cache's class is one of `per_head_classes`, whose
+    kernel runs per query head (EngineProfile.per_head_attention). MLA keeps every head in the tile:
+    its absorbed kernels share one latent, and no engine runs them per head."""
+    if model.mla is None and weight_class(model.kv_dtype) in per_head_classes:
+        return 1
+    return model.query_heads_per_kv
 
 
 def weight_class(dtype: str) -> str:
@@ -106,10 +118,9 @@ class EngineProfile:
                 if not (isinstance(value, float) and math.isfinite(value) and 0.0 < value <= MAX_SCALE):
                     raise SpecError(f"device_scales.{name}.{field}", value, f"must be in (0, {MAX_SCALE:g}]")
 
-    def query_heads_per_tile(self, model) -> int:
-        """The query heads one attention tile holds per new token: a KV head's GQA group
-        (ModelSpec.query_heads_per_kv), or 1 where the KV cache's class runs a kernel per query head."""
-        return 1 if weight_class(model.kv_dtype) in self.per_head_attention else model.query_heads_per_kv
+    def query_heads_per_tile(self, model: ModelSpec) -> int:
+        """The query heads one attention tile holds per new token under this profile."""
+        return query_heads_per_tile(model, self.per_head_attention)
 
     def scales(self, device_class: str) -> tuple[float, float]:
         """(compute, bandwidth) factors of a device class on the kernels' efficiencies; (1, 1) if none."""

@@ -24,7 +24,7 @@ from scipy.optimize import least_squares
 from dfvg_dse.costs.processor import engine_peak_flops_per_s, profile_time_parts
 from dfvg_dse.costs.work import forward_work
 from dfvg_dse.specs import DeviceSpec, ModelSpec
-from dfvg_dse.specs.engines import FALLBACKS, EngineProfile, KernelEfficiency, weight_class
+from dfvg_dse.specs.engines import FALLBACKS, EngineProfile, KernelEfficiency, query_heads_per_tile, weight_class
 from dfvg_dse.specs.measurements import EAGER_ENGINES, ENGINE_FAMILIES, ForwardMeasurement
 
 POOLED = "pooled"  # the profile of an engine with no rows: every engine's rows together
@@ -65,7 +65,7 @@ class Features:
     bandwidth_bytes_per_s: np.ndarray
     n_layers: np.ndarray
     rows: np.ndarray  # GEMM rows of the forward: new tokens x batch
-    attention_rows: np.ndarray  # rows of attention's tiles: new tokens per sequence x the query heads per KV head
+    attention_rows: np.ndarray  # rows of attention's tiles: new tokens per sequence x the query heads of one tile
     batch: np.ndarray  # sequences of the forward
     count: np.ndarray
     row: np.ndarray
@@ -95,7 +95,7 @@ def features(rows: list[ForwardMeasurement], models: dict[str, ModelSpec], devic
         model, device = row_model(models[row.model], row), devices[row.device]
         peak = engine_peak_flops_per_s(device, model.compute_dtype, row.engine in fp16_accumulate,
                                        row.engine in mma_sync_only)
-        heads = 1 if (row.engine, weight_class(row.kv_dtype)) in per_head_attention else model.query_heads_per_kv
+        heads = query_heads_per_tile(model, {c for e, c in per_head_attention if e == row.engine})
         for n, context, count in row.priced_forwards:
             work = forward_work(model, n, context, row.batch)
             for key, value in (("linear", work.linear_flops), ("attention", work.attention_flops),

@@ -408,6 +408,12 @@ def test_a_kernel_per_query_head_prices_attention_at_one_head_per_tile(catalog):
     wm = forward_work(mha, 1, 2048, 16)
     assert float(engine_roofline(mha, device, wm, per_head, 16).time_s) == float(
         engine_roofline(mha, device, wm, packed, 16).time_s)
+    # MLA's absorbed kernels share one latent over every head: no engine runs them per head
+    mla = catalog.model("deepseek-v3").with_dtypes("fp8", "fp8")
+    assert per_head.query_heads_per_tile(mla) == mla.n_heads == packed.query_heads_per_tile(mla)
+    wl = forward_work(mla, 1, 4096, 64)
+    assert float(engine_roofline(mla, device, wl, per_head, 64).time_s) == float(
+        engine_roofline(mla, device, wl, packed, 64).time_s)
 
 
 def test_the_fit_tiles_the_rows_of_a_per_head_kernel_as_the_cost_model_does(catalog):
@@ -423,6 +429,40 @@ def test_the_fit_tiles_the_rows_of_a_per_head_kernel_as_the_cost_model_does(cata
                          per_head_attention=frozenset({("vllm", "fp8")}))
     assert set(packed.attention_rows) == {4.0} and set(other.attention_rows) == {4.0}
     assert set(per_head.attention_rows) == {1.0}
+    # the KV cache's class decides, not the weights'
+    facts = frozenset({("vllm", "fp8")})
+    kv_only = fit_features([dataclasses.replace(row, dtype="float16")], models, devices, per_head_attention=facts)
+    weights_only = fit_features([dataclasses.replace(row, kv_dtype="float16")], models, devices, per_head_attention=facts)
+    assert set(kv_only.attention_rows) == {1.0} and set(weights_only.attention_rows) == {4.0}
+
+
+def test_the_fit_prices_per_head_rows_as_the_cost_model_does(catalog):
+    # rows 'measured' under a profile whose fp8 KV cache runs per query head: the fit, told the
+    # fact, recovers them, and its profile priced through the cost model gives what the fit predicts
+    # (a fit that tiled these rows by the GQA group would not: 4 rows per tile against the model's 1)
+    truth = dataclasses.replace(KNOWN, kernels=KNOWN.kernels + (KernelEfficiency("fp8", 0.8, 0.6),), half_rows=7.0,
+                                per_head_attention=("fp8",))
+    rows, times = [], []
+    for row in _synthetic_rows(catalog, truth, "s1", "vllm")[0]:
+        row = dataclasses.replace(row, kv_dtype="fp8")
+        spec = catalog.model(row.model).with_dtypes(row.dtype, "fp8").with_quantisation(row.group_size)
+        (tokens, context, _), = row.priced_forwards
+        seconds = float(processor_forward_cost(spec, dataclasses.replace(catalog.device(row.device), engine=truth),
+                                               tokens, context, row.batch).time_s)
+        rows.append(dataclasses.replace(row, value=seconds * 1e3))
+        times.append(seconds)
+    plain = catalog.with_engine("roofline")
+    f = features(rows, {r.model: plain.model(r.model) for r in rows}, {r.device: plain.device(r.device) for r in rows},
+                 per_head_attention=frozenset({("vllm", "fp8")}))
+    fit = fit_engines(f)
+    assert np.median(np.abs(fit.predict(f) / times - 1)) < 0.03  # the priors (toward pooled, defaults) bias a little
+    profile = fit.profile("vllm", "test", per_head_attention=("fp8",))
+    for row, predicted in zip(rows, fit.predict(f)):
+        spec = catalog.model(row.model).with_dtypes(row.dtype, "fp8").with_quantisation(row.group_size)
+        gpu = dataclasses.replace(catalog.device(row.device), engine=profile)
+        (tokens, context, _), = row.priced_forwards
+        assert float(processor_forward_cost(spec, gpu, tokens, context, row.batch).time_s) == pytest.approx(predicted,
+                                                                                                             rel=1e-9)
 
 
 def test_the_per_head_attention_fact_reads_back_and_a_bad_one_is_one_line(tmp_path, catalog):
