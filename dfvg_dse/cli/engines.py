@@ -61,7 +61,7 @@ def _fitted_note(inputs: Inputs, engine: str) -> tuple[dict, str]:
                 f"hwdb/measurements beside {', '.join(kin)} ({len(rows)} single-GPU rows in all); method docs/engines.md")
         return fitted, text
     text = (f"fitted by `dfvg-dse engines fit` to hwdb/measurements: {len(mine)} single-GPU rows of "
-            f"{'every engine' if engine == POOLED else engine} ({len(sources)} sources, each file's [publication] names "
+            f"{'every engine' if engine == POOLED else engine} ({len(sources)} source{'' if len(sources) == 1 else 's'}, each file's [publication] names "
             f"its URL and tables), {len(rows)} rows in all; method docs/engines.md")
     return fitted, text
 
