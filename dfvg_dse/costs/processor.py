@@ -74,7 +74,7 @@ def engine_roofline(model: ModelSpec, device: DeviceSpec, work: ForwardWork, eng
     _, m_scale = engine.scales(device.device_class)
     gemm, weight_bandwidth = engine_rates(model, device, engine)
     rows = np.asarray(work.linear_flops) / (2.0 * param_counts(model).active_matmul)  # new tokens x batch
-    # attention's tiles hold one sequence's new tokens x the query heads of a KV head, whatever the batch
+    # attention's tiles hold one sequence's new tokens x the query heads of one tile, whatever the batch
     tokens = rows / np.asarray(batch, dtype=float) if attention_tokens is None else np.asarray(attention_tokens, dtype=float)
     kv_bandwidth = device.main_memory.bandwidth_bytes_per_s * min(1.0, kv_kernel.bandwidth_efficiency * m_scale)
     weights, attention, hosted = profile_time_parts(

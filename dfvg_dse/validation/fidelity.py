@@ -27,10 +27,9 @@ from dfvg_dse.validation.engines import POOLED, EngineFit, features, fit_engines
 # source of their device class and release; 8 vLLM fp8-KV generations on the H100, whose
 # PagedAttention kernel is priced per query head (EngineProfile.per_head_attention) but whose one source,
 # held out, leaves vLLM to the tuned family's fp8 kernels, and 3 vLLM A100 prefills); over the published
-# rows alone 24.6%. And
-# the speculative median, 12.2%: the sources disagree (Spec-Bench over-predicted 17%, EAGLE-3's paper
-# under-predicted 32%) and the rows near the median move with the `hf` profile's GeForce-Ampere factors,
-# which one RTX 3090 row sets.
+# rows alone 24.6%. And the speculative median, 12.2%: the sources disagree (Spec-Bench over-predicted
+# 17%, EAGLE-3's paper under-predicted 32%) and the rows near the median move with the `hf` profile's
+# GeForce-Ampere factors, which one RTX 3090 row sets.
 # Next: `calibrate --torch-device cuda:0` on a real GPU to replace the 2026-12-04 H200 rows, which
 # timed 2 layers and scatter 1.6x at n <= 64, with the 8-layer protocol (validation/torch_calibration.py
 # LAYERS); then a profile per engine release, which llama.cpp's micro-batch tables (PRs #7676, #15131:
