@@ -23,7 +23,7 @@ COMMANDS = [[], ["hw"], ["hw", "list"], ["hw", "show"], ["models"], ["models", "
             ["tree", "dynamic"], ["acceptance"], ["acceptance", "list"], ["acceptance", "show"], ["acceptance", "fit"], ["acceptance", "from-tau"],
             ["acceptance", "verify"], ["estimate"], ["compare"], ["sensitivity"], ["search"], ["serve-sim"], ["sweep"], ["pareto"],
             ["export"], ["reference"], ["reference", "generate"], ["reference", "bench"], ["calibrate"], ["validate"],
-            ["engines"], ["engines", "list"], ["engines", "show"], ["engines", "fit"]]
+            ["engines"], ["engines", "list"], ["engines", "show"], ["engines", "fit"], ["engines", "adopt"]]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=" ".join)

@@ -28,7 +28,7 @@ from dfvg_dse.catalog.errors import CatalogError, DataError, UnknownNameError
 from dfvg_dse.catalog.hardware import parse_defaults, parse_device, parse_link
 from dfvg_dse.catalog.deploy import parse_engine_support
 from dfvg_dse.catalog.engines import parse_engine
-from dfvg_dse.catalog.measurements import parse_measurements
+from dfvg_dse.catalog.measurements import read_measurements
 from dfvg_dse.catalog.models import model_document, model_spec_from_hf_config, parse_model
 from dfvg_dse.catalog.heads import HeadLookup
 from dfvg_dse.catalog.profiles import parse_profile, profile_document, read_tree_document
@@ -353,7 +353,7 @@ class Catalog(HeadLookup):
         sources = []
         for name in self.measurement_names():
             path = self._find(self.hwdb_dirs, f"measurements/{name}.toml")
-            source = parse_measurements(path, read_toml(path), known)
+            source = read_measurements(path, known)
             if kind is None or source.kind == kind:
                 sources.append(source)
         return sources

@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from dfvg_dse.catalog._io import read_toml
 from dfvg_dse.catalog.errors import _MISSING, DataError
 from dfvg_dse.specs.measurements import (ENGINES, MEASURED_DTYPES, METHOD_DRAFTERS, PHASE_METRICS, PHASES,
                                          ForwardMeasurement, MeasurementSource, ServingResult, SpeculativeResult)
@@ -180,6 +181,11 @@ def parse_measurements(path: Path, data: dict, known: Callable[[str, str], str |
         parsed.append(make(path, i, row, text["id"], text["engine"]))
     return MeasurementSource(text["id"], text["kind"], text["title"], text["url"], text["engine"],
                              text["engine_version"], text["published"], tuple(parsed), str(path))
+
+
+def read_measurements(path: Path, known: Callable[[str, str], str | None] | None = None) -> MeasurementSource:
+    """One measurement file from disk (parse_measurements)."""
+    return parse_measurements(path, read_toml(path), known)
 
 
 def measurement_document(source: MeasurementSource, notes: str = "") -> dict:

@@ -149,6 +149,66 @@ def engines_fit(ctx, out_dir, as_json):
         click.echo(f"fitted {len(fitted.engines)} engines to {fitted.rows} rows; wrote " + ", ".join(written))
 
 
+@engines.command("adopt")
+@click.argument("rows_file", type=click.Path(dir_okay=False))
+@click.option("--device", "device_name", required=True,
+              help="The catalog's GPU the rows were measured on (h200, h100-sxm ...): calibrate names it "
+                   "local-cuda0.")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Folder of measurement files to write to: the shipped hwdb/measurements, or your own "
+                   "--hwdb-dir's measurements/.")
+@click.option("--note", default="", help="Said in the file's notes: the GPU as nvidia-smi names it, its driver.")
+@click.option("--replace", is_flag=True, help="Overwrite a measurement file of the same id (a re-measurement).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+@click.pass_context
+def engines_adopt(ctx, rows_file, device_name, out_dir, note, replace, as_json):
+    """A `calibrate --torch-device` run's rows as a dataset source: the forwards on a grid fixed before
+    any fit (n 1-1024, c 0 and 2048, b 1 and 4), on a catalog GPU, as OUT/torch-GPU-calibrate-MODEL.toml."""
+    from dfvg_dse.catalog.measurements import measurement_document, parse_measurements, read_measurements
+    from dfvg_dse.specs import InputError
+    from dfvg_dse.specs.measurements import MeasurementSource
+    from dfvg_dse.validation import torch_calibration as tc
+
+    catalog = catalog_of(ctx)
+    path = Path(rows_file)
+    run = read_measurements(path)
+    if run.engine != tc.ENGINE or any(r.phase != "forward" for r in run.rows) or len({r.model for r in run.rows}) != 1:
+        raise InputError(f"{path}: not a calibrate --torch-device run (engine '{tc.ENGINE}', phase 'forward' rows of one "
+                         f"model); this file has engine '{run.engine}'")
+    if not run.rows[0].device.startswith("local-cuda"):
+        raise InputError(f"{path}: rows of '{run.rows[0].device}', not of a GPU; adopt the rows of a "
+                         "`calibrate --torch-device cuda:N` run")
+    device = catalog.device(device_name)
+    if device.kind != "gpu":
+        raise InputError(f"--device {device_name!r}: a {device.kind}; allowed: a GPU of the catalog (dfvg-dse hw list)")
+    model = run.rows[0].model
+    source_id = f"torch-{device_name}-calibrate-{model.replace('.', '-')}"
+    rows = tc.dataset_rows(list(run.rows), device_name, source_id)
+    if not rows:
+        raise InputError(f"{path}: no forward on the dataset grid ({tc.DATASET_GRID}); a --quick run times too few")
+    target = check_output_folder(out_dir, "--out") / f"{source_id}.toml"
+    if target.exists() and not replace:
+        raise InputError(f"{target}: exists; --replace overwrites it (a re-measurement of the same GPU and model)")
+    grid = ", ".join(f"{k} {'/'.join(map(str, v))}" for k, v in tc.DATASET_GRID.items())
+    notes = (f"Random weights with {model}'s real shapes, timed by `dfvg-dse calibrate --torch-device` "
+             f"(dfvg_dse/reference/torch_bench.py: decoder layers and the LM head, median of the repeats after "
+             f"warm-up, the device synchronised; the model's forward = n_layers x one layer + the head). Rows kept: "
+             f"the grid {grid}, fixed before any fit, {len(rows)} of the {len(run.rows)} the run timed; the run's "
+             f"device '{run.rows[0].device}' is the catalog's '{device_name}'." + (f" {note}" if note else ""))
+    source = MeasurementSource(source_id, "forward", f"{run.title} on one {device.display_name or device_name} "
+                               "(this project's own measurement)", run.url, run.engine, run.engine_version,
+                               run.published, tuple(rows))
+    document = measurement_document(source, notes)
+    parse_measurements(target, document)  # read back by the shipped reader before it is written
+    write_toml_atomic(target, document)
+    if as_json:
+        emit_json({"written": str(target), "rows": len(rows), "rows_timed": len(run.rows), "device": device_name,
+                   "model": model})
+    else:
+        click.echo(f"wrote {target}: {len(rows)} of {len(run.rows)} forwards of {model} on {device_name}; "
+                   "refit with `dfvg-dse engines fit`")
+
+
 def anchors_report(ctx, out: Path, as_json: bool, budgets: Budgets = Budgets()) -> None:
     """validate --anchors: every published row predicted (in-sample and leave-one-source-out), the
     speculative speedups predicted, a table per category and a log-log plot; exit 1 past a budget."""

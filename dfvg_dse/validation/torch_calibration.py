@@ -29,6 +29,9 @@ QUICK_GRID = {"tokens": (1, 4, 16, 64), "contexts": (0, 256), "batches": (1, 2)}
 # (jitter x 16 for a 32-layer model, x 40 for 80 layers); over 8 layers it is x 4 and x 10.
 LAYERS = 8
 QUICK_LAYERS = 2
+# The forwards of a run that join the shipped dataset (`engines adopt`): a grid fixed before any fit, so that
+# one device's 99 forwards a model do not outweigh the published sources (docs/engines.md, 2026-12-04)
+DATASET_GRID = {"tokens": (1, 4, 16, 64, 256, 1024), "contexts": (0, 2048), "batches": (1, 4)}
 
 
 def layers_timed(quick: bool) -> int:
@@ -86,3 +89,11 @@ def fit_device(measurement_rows: list[ForwardMeasurement], model: ModelSpec, dev
     profile = fitted.profile(ENGINE, source_text)
     profile = dataclasses.replace(profile, name=profile_name)
     return profile, fitted.predict(f) / f.measured_s - 1.0
+
+
+def dataset_rows(measured_rows: list[ForwardMeasurement], device_name: str,
+                 source_id: str) -> list[ForwardMeasurement]:
+    """The rows of a calibrate run on DATASET_GRID, on the hwdb GPU `device_name`, in source `source_id`."""
+    return [dataclasses.replace(r, source=source_id, device=device_name) for r in measured_rows
+            if r.generated_tokens in DATASET_GRID["tokens"] and r.prompt_tokens in DATASET_GRID["contexts"]
+            and r.batch in DATASET_GRID["batches"]]
