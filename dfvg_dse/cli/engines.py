@@ -195,9 +195,11 @@ def engines_adopt(ctx, rows_file, device_name, out_dir, note, replace, as_json):
              f"warm-up, the device synchronised; the model's forward = n_layers x one layer + the head). Rows kept: "
              f"the grid {grid}, fixed before any fit, {len(rows)} of the {len(run.rows)} the run timed; the run's "
              f"device '{run.rows[0].device}' is the catalog's '{device_name}'." + (f" {note}" if note else ""))
-    source = MeasurementSource(source_id, "forward", f"{run.title} on one {device.display_name or device_name} "
-                               "(this project's own measurement)", run.url, run.engine, run.engine_version,
-                               run.published, tuple(rows))
+    display = device.display_name or device_name
+    run_text = run.url.removeprefix("local: ")
+    source = MeasurementSource(source_id, "forward", f"{run.title} on one {display} (this project's own measurement)",
+                               f"local: measured by this project on one {display} ({device_name}): {run_text}",
+                               run.engine, run.engine_version, run.published, tuple(rows))
     document = measurement_document(source, notes)
     parse_measurements(target, document)  # read back by the shipped reader before it is written
     write_toml_atomic(target, document)

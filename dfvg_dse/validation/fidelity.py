@@ -32,8 +32,11 @@ from dfvg_dse.validation.engines import POOLED, EngineFit, features, fit_engines
 # GeForce-Ampere factors, which one RTX 3090 row sets.
 # Next: `calibrate --torch-device cuda:0` on a real GPU to replace the 2026-12-04 H200 rows, which
 # timed 2 layers and scatter 1.6x at n <= 64, with the 8-layer protocol (validation/torch_calibration.py
-# LAYERS): benchmarks/gpu_recalibrate.sh is the device check, `engines adopt --replace` takes its rows in; then a profile per engine release, which llama.cpp's micro-batch tables (PRs #7676, #15131:
-# 1-512 tokens per forward, the regime of tree verification) need before they can join the fit
+# LAYERS): benchmarks/gpu_recalibrate.sh is the device check, `engines adopt --replace` takes its rows in;
+# sources tried and not shipped wait in hwdb/candidates/ (docs/engines.md, seventh step): a third HF A100
+# prefill source would decide optimum-benchmark's; then a profile per engine release, which vLLM #9471
+# (v0.6.4, multi-step scheduling) and llama.cpp's micro-batch tables (PRs #7676, #15131: 1-512 tokens
+# per forward, the regime of tree verification) need before they can join the fit
 # (docs/engines.md, "Tried and not shipped"). The serving check (validation/serving_anchors.py) points the
 # same way: vLLM's verifies of 4 tokens x 64-128 sequences are priced 1.4x a decode step where
 # SpecDecode-Bench's speedups imply less, so vLLM forwards of 64-512 rows are the rows to find.

@@ -188,3 +188,21 @@ def test_a_serving_row_names_its_requests(hwdb_copy, run, old, new, field):
     assert old in SERVING
     path.write_text(SERVING.replace(old, new, 1))
     _refused_in_one_line(hwdb_copy, run, path, field)
+
+
+def test_candidate_files_read_as_shipped_files_and_are_not_fitted():
+    # hwdb/candidates/: sources tried and not shipped (docs/engines.md, seventh step), kept readable
+    # so that a later step can try them again with --hwdb-dir
+    from pathlib import Path
+
+    from dfvg_dse.catalog.measurements import read_measurements
+
+    catalog = Catalog.open()
+    names = {"model": set(catalog.model_names()), "device": set(catalog.hw_names("gpu"))}
+    folder = Path(__file__).resolve().parents[2] / "hwdb" / "candidates"
+    paths = sorted(folder.glob("*.toml"))
+    assert paths
+    shipped = {s.id for s in catalog.measurements()}
+    for path in paths:
+        source = read_measurements(path, lambda kind, name: None if name in names[kind] else f"unknown {kind}")
+        assert source.rows and source.url.startswith("https://") and source.id not in shipped

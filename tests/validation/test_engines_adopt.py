@@ -54,6 +54,9 @@ def test_adopted_rows_are_a_source_the_catalog_reads(run, tmp_path):
     catalog = Catalog.open(hwdb_dir=tmp_path / "hwdb")
     source = next(s for s in catalog.measurements() if s.id == "torch-h200-calibrate-llama-3-1-8b")
     assert source.engine == "torch" and len(source.rows) == 24 and "NVIDIA H200" in source.title
+    # what the shipped files' test asks of this project's own GPU runs (tests/catalog/test_measurement_files.py)
+    assert source.url.startswith("local: measured by this project") and "calibrate --torch-device" in source.url
+    assert "(h200)" in source.url
     assert {r.device for r in source.rows} == {"h200"} and {r.phase for r in source.rows} == {"forward"}
     assert source.rows[0].measured_time_s == pytest.approx(1.01e-3)  # n=1, c=0, b=1: 1 + 1/100 ms
     # a second adoption of the same GPU and model is refused unless it says it replaces the first
