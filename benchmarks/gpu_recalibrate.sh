@@ -1,42 +1,53 @@
 #!/usr/bin/env bash
 # The dataset's own GPU rows, re-measured on a lent GPU machine (issue 14, deliver 6; docs/engines.md,
-# "Your own device"). It runs `calibrate --torch-device cuda:0` for the models named (default: the six of
-# hwdb/measurements/torch-h200-calibrate-*.toml, at their dtypes) and copies each run's rows, the GPU's
-# nvidia-smi line and a log to $OUT (at most 8 files come back: run at most six models a call).
+# "Your own device"). It runs `calibrate --torch-device cuda:0` (eight decoder layers timed) for the
+# models named as MODEL:DTYPE and copies each run's rows, the GPU's nvidia-smi line and a log to $OUT.
+# A model that fails is logged and the next one runs.
 #
-# The machine has torch, numpy, scipy, pandas and click, not tomli-w: carry its wheel. Here, once:
+# The machine has torch, numpy, scipy, pandas and click, not tomli-w: carry its (pure-Python) wheel.
+# Here, once:
 #   echo /.whl/ >> .git/info/exclude
 #   python3 -m pip download --no-deps --only-binary=:all: -d .whl tomli-w
-# Then, through the device tool (two calls of three models fit its 10-minute limit; on an H200 the 2-layer
-# grid took 14-26 s a model, the 8-layer one about four times that at large n):
-#   run(command="bash benchmarks/gpu_recalibrate.sh llama-3.1-8b:bfloat16 qwen3-8b:bfloat16 llama-2-7b:float16",
-#       carry=[".whl"], timeout_s=560)
-# And here, for each file that came back (GPU = the catalog's name of the card, e.g. h200):
-#   dfvg-dse engines adopt FILES_AT/local-cuda0-MODEL.toml --device GPU --out hwdb/measurements --replace \
-#       --note "nvidia-smi: ..." && dfvg-dse engines fit && dfvg-dse validate --anchors
-set -euo pipefail
+# The shipped rows are on an H200, so ask for that kind (on another GPU the rows would be new sources
+# beside the H200 ones, not their replacement). Three models a call fit the device tool's 10-minute
+# limit (on the H200 the 2-layer grid took 14-26 s a model; eight layers take about four times that at
+# large n):
+#   run(kind="nvidia-h200", carry=[".whl"], timeout_s=560, command="bash benchmarks/gpu_recalibrate.sh
+#       llama-3.1-8b:bfloat16 qwen3-8b:bfloat16 llama-3.1-70b:bfloat16")
+#   run(kind="nvidia-h200", carry=[".whl"], timeout_s=560, command="bash benchmarks/gpu_recalibrate.sh
+#       qwen2.5-0.5b:bfloat16 llama-2-7b:float16 llama-2-13b:float16")
+# Each model's rows come back as local-cuda0-MODEL.toml, the model's dots made dashes
+# (local-cuda0-llama-3-1-8b.toml). Here, for each:
+#   dfvg-dse engines adopt FILES_AT/local-cuda0-llama-3-1-8b.toml --device h200 --out hwdb/measurements \
+#       --replace --note "nvidia-smi: $(cat FILES_AT/nvidia-smi.csv)"
+# then `dfvg-dse engines fit` and `dfvg-dse validate --anchors` (docs/engines.md records the figures).
+set -uo pipefail
 out=${OUT:?"run through the device tool, which sets OUT"}
-models=("$@")
-if [ ${#models[@]} -eq 0 ]; then
-    models=(llama-3.1-8b:bfloat16 qwen3-8b:bfloat16 llama-3.1-70b:bfloat16 qwen2.5-0.5b:bfloat16
-            llama-2-7b:float16 llama-2-13b:float16)
-fi
-if [ ${#models[@]} -gt 6 ]; then
-    echo "at most 6 models a call (8 files come back: one a model, the GPU's line and the log)" >&2
+if [ $# -lt 1 ] || [ $# -gt 6 ]; then
+    echo "name 1 to 6 models as MODEL:DTYPE (8 files come back: one a model, the GPU's line and the log)" >&2
     exit 2
 fi
-if compgen -G ".whl/*.whl" > /dev/null; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-fi
-export PYTHONPATH="$PWD:/tmp/site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+for spec in "$@"; do
+    case "$spec" in
+        *:float16|*:bfloat16|*:float32) ;;
+        *) echo "$spec: give MODEL:DTYPE, DTYPE float16, bfloat16 or float32" >&2; exit 2 ;;
+    esac
+done
+wheels=$(compgen -G "$PWD/.whl/*.whl" | tr '\n' ':')
+export PYTHONPATH="$PWD:${wheels}${PYTHONPATH:-}" PYTHONUNBUFFERED=1
+python3 -c "import tomli_w, torch, numpy, scipy, pandas, click" || {
+    echo "a package is missing: carry tomli-w's wheel in .whl (see this script's header)" >&2; exit 2; }
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader > "$out/nvidia-smi.csv"
 python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name(0))" | tee "$out/log.txt"
-for spec in "${models[@]}"; do
+for spec in "$@"; do
     model=${spec%%:*}
     dtype=${spec#*:}
     start=$(date +%s)
-    python3 cli.py calibrate --torch-device cuda:0 --model "$model" --dtype "$dtype" --out "/tmp/cal/$model" \
-        2>&1 | tee -a "$out/log.txt"
-    cp "/tmp/cal/$model"/hwdb/measurements/*.toml "$out/"
-    echo "$model $dtype: $(( $(date +%s) - start )) s" | tee -a "$out/log.txt"
+    if python3 cli.py calibrate --torch-device cuda:0 --model "$model" --dtype "$dtype" --out "/tmp/cal/$model" \
+            2>&1 | tee -a "$out/log.txt"; then
+        cp "/tmp/cal/$model"/hwdb/measurements/*.toml "$out/"
+        echo "$model $dtype: $(( $(date +%s) - start )) s" | tee -a "$out/log.txt"
+    else
+        echo "$model $dtype: FAILED after $(( $(date +%s) - start )) s (above)" | tee -a "$out/log.txt"
+    fi
 done

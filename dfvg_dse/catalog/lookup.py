@@ -21,6 +21,7 @@ import os
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Callable
 
 from dfvg_dse.catalog._io import (NAME_RE, HwEntry, ModelEntry, Quantity, check_regular_file, read_json, read_jsonl,
                                   read_toml)
@@ -28,7 +29,7 @@ from dfvg_dse.catalog.errors import CatalogError, DataError, UnknownNameError
 from dfvg_dse.catalog.hardware import parse_defaults, parse_device, parse_link
 from dfvg_dse.catalog.deploy import parse_engine_support
 from dfvg_dse.catalog.engines import parse_engine
-from dfvg_dse.catalog.measurements import read_measurements
+from dfvg_dse.catalog.measurements import name_check, parse_measurements, read_measurements
 from dfvg_dse.catalog.models import model_document, model_spec_from_hf_config, parse_model
 from dfvg_dse.catalog.heads import HeadLookup
 from dfvg_dse.catalog.profiles import parse_profile, profile_document, read_tree_document
@@ -340,16 +341,7 @@ class Catalog(HeadLookup):
     def measurements(self, kind: str | None = None) -> list[MeasurementSource]:
         """Every measurement file along the hwdb search path (an earlier folder overrides a file by its
         name), optionally of one kind ("forward", "speculative" or "serving"); names checked against the catalog."""
-        names_of = {"model": set(self.model_names()), "device": set(self.hw_names("gpu")) | set(self.hw_names("cpu")),
-                    "workload": set(workload_names(self.models_dirs))}
-
-        def known(what: str, name: str) -> str | None:
-            names = names_of[what]
-            if name in names:
-                return None
-            close = difflib.get_close_matches(name, sorted(names), n=1)
-            return f"no {what} of this name in the catalog" + (f"; did you mean '{close[0]}'?" if close else "")
-
+        known = self._known_names()
         sources = []
         for name in self.measurement_names():
             path = self._find(self.hwdb_dirs, f"measurements/{name}.toml")
@@ -357,6 +349,15 @@ class Catalog(HeadLookup):
             if kind is None or source.kind == kind:
                 sources.append(source)
         return sources
+
+    def check_measurements(self, path: Path, document: dict) -> MeasurementSource:
+        """A measurement document as `measurements()` would read it from `path` (DataError if it would not)."""
+        return parse_measurements(path, document, self._known_names())
+
+    def _known_names(self) -> Callable[[str, str], str | None]:
+        """For parse_measurements: None when a row's device, model or workload is in the catalog, else why not."""
+        return name_check({"model": set(self.model_names()), "workload": set(workload_names(self.models_dirs)),
+                           "device": set(self.hw_names("gpu")) | set(self.hw_names("cpu"))})
 
     # -- acceptance profiles and trees ----------------------------------------------------
     def _profile_paths(self) -> dict[str, Path]:

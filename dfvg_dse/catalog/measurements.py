@@ -6,6 +6,7 @@ field. Names of devices and models are checked against the catalog by the caller
 
 from __future__ import annotations
 
+import difflib
 import math
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -181,6 +182,17 @@ def parse_measurements(path: Path, data: dict, known: Callable[[str, str], str |
         parsed.append(make(path, i, row, text["id"], text["engine"]))
     return MeasurementSource(text["id"], text["kind"], text["title"], text["url"], text["engine"],
                              text["engine_version"], text["published"], tuple(parsed), str(path))
+
+
+def name_check(names_of: Mapping[str, set]) -> Callable[[str, str], str | None]:
+    """parse_measurements' `known`: None when a name is among names_of[kind], else why not (a close match)."""
+    def known(what: str, name: str) -> str | None:
+        names = names_of[what]
+        if name in names:
+            return None
+        close = difflib.get_close_matches(name, sorted(names), n=1)
+        return f"no {what} of this name in the catalog" + (f"; did you mean '{close[0]}'?" if close else "")
+    return known
 
 
 def read_measurements(path: Path, known: Callable[[str, str], str | None] | None = None) -> MeasurementSource:

@@ -164,51 +164,28 @@ def engines_fit(ctx, out_dir, as_json):
 def engines_adopt(ctx, rows_file, device_name, out_dir, note, replace, as_json):
     """A `calibrate --torch-device` run's rows as a dataset source: the forwards on a grid fixed before
     any fit (n 1-1024, c 0 and 2048, b 1 and 4), on a catalog GPU, as OUT/torch-GPU-calibrate-MODEL.toml."""
-    from dfvg_dse.catalog.measurements import measurement_document, parse_measurements, read_measurements
+    from dfvg_dse.catalog.measurements import measurement_document, read_measurements
     from dfvg_dse.specs import InputError
-    from dfvg_dse.specs.measurements import MeasurementSource
     from dfvg_dse.validation import torch_calibration as tc
 
     catalog = catalog_of(ctx)
-    path = Path(rows_file)
-    run = read_measurements(path)
-    if run.engine != tc.ENGINE or any(r.phase != "forward" for r in run.rows) or len({r.model for r in run.rows}) != 1:
-        raise InputError(f"{path}: not a calibrate --torch-device run (engine '{tc.ENGINE}', phase 'forward' rows of one "
-                         f"model); this file has engine '{run.engine}'")
-    if not run.rows[0].device.startswith("local-cuda"):
-        raise InputError(f"{path}: rows of '{run.rows[0].device}', not of a GPU; adopt the rows of a "
-                         "`calibrate --torch-device cuda:N` run")
-    device = catalog.device(device_name)
-    if device.kind != "gpu":
-        raise InputError(f"--device {device_name!r}: a {device.kind}; allowed: a GPU of the catalog (dfvg-dse hw list)")
-    model = run.rows[0].model
-    source_id = f"torch-{device_name}-calibrate-{model.replace('.', '-')}"
-    rows = tc.dataset_rows(list(run.rows), device_name, source_id)
-    if not rows:
-        raise InputError(f"{path}: no forward on the dataset grid ({tc.DATASET_GRID}); a --quick run times too few")
-    target = check_output_folder(out_dir, "--out") / f"{source_id}.toml"
+    gpus = catalog.hw_names("gpu")
+    if device_name not in gpus:
+        raise InputError(f"--device {device_name!r}: allowed: a GPU of the catalog ({', '.join(gpus)})")
+    source, notes = tc.adopted_source(read_measurements(Path(rows_file)), catalog.device(device_name), note)
+    model, rows = source.rows[0].model, source.rows
+    document = measurement_document(source, notes)
+    target = Path(out_dir) / f"{source.id}.toml"
+    catalog.check_measurements(target, document)  # as the catalog will read it, before anything is written
     if target.exists() and not replace:
         raise InputError(f"{target}: exists; --replace overwrites it (a re-measurement of the same GPU and model)")
-    grid = ", ".join(f"{k} {'/'.join(map(str, v))}" for k, v in tc.DATASET_GRID.items())
-    notes = (f"Random weights with {model}'s real shapes, timed by `dfvg-dse calibrate --torch-device` "
-             f"(dfvg_dse/reference/torch_bench.py: decoder layers and the LM head, median of the repeats after "
-             f"warm-up, the device synchronised; the model's forward = n_layers x one layer + the head). Rows kept: "
-             f"the grid {grid}, fixed before any fit, {len(rows)} of the {len(run.rows)} the run timed; the run's "
-             f"device '{run.rows[0].device}' is the catalog's '{device_name}'." + (f" {note}" if note else ""))
-    display = device.display_name or device_name
-    run_text = run.url.removeprefix("local: ")
-    source = MeasurementSource(source_id, "forward", f"{run.title} on one {display} (this project's own measurement)",
-                               f"local: measured by this project on one {display} ({device_name}): {run_text}",
-                               run.engine, run.engine_version, run.published, tuple(rows))
-    document = measurement_document(source, notes)
-    parse_measurements(target, document)  # read back by the shipped reader before it is written
+    check_output_folder(out_dir, "--out")
     write_toml_atomic(target, document)
     if as_json:
-        emit_json({"written": str(target), "rows": len(rows), "rows_timed": len(run.rows), "device": device_name,
-                   "model": model})
+        emit_json({"written": str(target), "rows": len(rows), "device": device_name, "model": model})
     else:
-        click.echo(f"wrote {target}: {len(rows)} of {len(run.rows)} forwards of {model} on {device_name}; "
-                   "refit with `dfvg-dse engines fit`")
+        click.echo(f"wrote {target}: {len(rows)} forwards of {model} on {device_name}; refit with "
+                   "`dfvg-dse engines fit`")
 
 
 def anchors_report(ctx, out: Path, as_json: bool, budgets: Budgets = Budgets()) -> None:
@@ -317,7 +294,8 @@ def torch_calibrate(ctx, device: str, model_name: str, dtype: str, quick: bool, 
                          "default: torch's GEMMs accumulate in FP32")),
         (folder / f"{name}.toml", {**doc, "engine": profile_name}),
         (hwdb / "measurements" / f"{source_id}.toml",
-         measurement_document(MeasurementSource(source_id, "forward", f"layer microbenchmarks of {model_name}",
+         measurement_document(MeasurementSource(source_id, "forward", f"layer microbenchmarks of {model_name} "
+                                                f"({tc.layers_timed(quick)} decoder layers timed)",
                                                 f"local: {source}", "torch", _torch.__version__, stamp[:7],
                                                 tuple(rows)))))
     # every document is read back by the shipped readers before any is written: all or nothing

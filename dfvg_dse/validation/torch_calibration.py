@@ -11,11 +11,12 @@ engines. The caller writes the device entry, the profile and the rows as hwdb fi
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Callable, NamedTuple
 
 import numpy as np
 
-from dfvg_dse.specs import DeviceSpec, ModelSpec
+from dfvg_dse.specs import DeviceSpec, InputError, ModelSpec
 from dfvg_dse.specs.engines import EngineProfile
 from dfvg_dse.specs.measurements import ForwardMeasurement, MeasurementSource
 from dfvg_dse.validation.engines import features, fit_engines
@@ -97,3 +98,50 @@ def dataset_rows(measured_rows: list[ForwardMeasurement], device_name: str,
     return [dataclasses.replace(r, source=source_id, device=device_name) for r in measured_rows
             if r.generated_tokens in DATASET_GRID["tokens"] and r.prompt_tokens in DATASET_GRID["contexts"]
             and r.batch in DATASET_GRID["batches"]]
+
+
+def _grid_text() -> str:
+    return ", ".join(f"{k} {'/'.join(map(str, v))}" for k, v in DATASET_GRID.items())
+
+
+def _check_run(run: MeasurementSource) -> None:
+    """A calibrate --torch-device run on one GPU, of one model, or InputError naming what is not."""
+    where = run.path or run.id
+    if run.kind != "forward" or run.engine != ENGINE:
+        raise InputError(f"{where}: publication kind '{run.kind}', engine '{run.engine}'; adopt takes a calibrate "
+                         f"--torch-device run (kind 'forward', engine '{ENGINE}')")
+    for field, allowed in (("phase", lambda v: v == "forward"), ("device", lambda v: v.startswith("local-cuda"))):
+        values = sorted({getattr(r, field) for r in run.rows})
+        if len(values) != 1 or not allowed(values[0]):
+            raise InputError(f"{where}: rows' {field} {', '.join(map(repr, values))}; adopt takes a calibrate "
+                             "--torch-device cuda:N run: phase 'forward', one device named local-cudaN")
+    models = sorted({r.model for r in run.rows})
+    if len(models) != 1:
+        raise InputError(f"{where}: rows of {len(models)} models ({', '.join(models)}); a calibrate run times one")
+
+
+def adopted_source(run: MeasurementSource, device: DeviceSpec, note: str = "") -> tuple[MeasurementSource, str]:
+    """A calibrate --torch-device run's forwards on DATASET_GRID as a dataset source on the catalog's GPU
+    `device`, and its notes (docs/engines.md, "Your own device"); InputError for a run that is not one
+    GPU's full-grid run of one model (a --quick run lacks most of the grid)."""
+    _check_run(run)
+    model = run.rows[0].model
+    source_id = f"torch-{device.name}-calibrate-{model.replace('.', '-')}"
+    rows = dataset_rows(list(run.rows), device.name, source_id)
+    missing = sorted(set(itertools.product(*DATASET_GRID.values()))
+                     - {(r.generated_tokens, r.prompt_tokens, r.batch) for r in rows})
+    if missing:
+        shown = ", ".join(f"n={n} c={c} b={b}" for n, c, b in missing[:2]) + (" ..." if len(missing) > 2 else "")
+        raise InputError(f"{run.path or run.id}: {len(missing)} forwards of the dataset grid missing ({shown}); "
+                         "adopt takes a full-grid run (calibrate without --quick)")
+    display = device.display_name or device.name
+    notes = (f"Random weights with {model}'s real shapes, timed by `dfvg-dse calibrate --torch-device` "
+             f"(dfvg_dse/reference/torch_bench.py: decoder layers and the LM head, median of the repeats after "
+             f"warm-up, the device synchronised; the model's forward = n_layers x one layer + the head). Rows kept: "
+             f"the grid {_grid_text()}, fixed before any fit, {len(rows)} of the {len(run.rows)} the run timed; the "
+             f"run's device '{run.rows[0].device}' is the catalog's '{device.name}'." + (f" {note}" if note else ""))
+    source = MeasurementSource(source_id, "forward", f"{run.title} on one {display} (this project's own measurement)",
+                               f"local: measured by this project on one {display} ({device.name}): "
+                               f"{run.url.removeprefix('local: ')}", run.engine, run.engine_version, run.published,
+                               tuple(rows))
+    return source, notes

@@ -2,6 +2,7 @@
 grid fixed before any fit, on a catalog GPU, in the shipped format, and the catalog reads them. The
 run's file is made here with the shipped writer, as calibrate writes it (no torch needed)."""
 
+import dataclasses
 import itertools
 import json
 
@@ -12,7 +13,7 @@ from dfvg_dse.catalog import Catalog
 from dfvg_dse.catalog.lookup import write_toml_atomic
 from dfvg_dse.catalog.measurements import measurement_document
 from dfvg_dse.specs.measurements import ForwardMeasurement, MeasurementSource
-from dfvg_dse.validation.torch_calibration import DATASET_GRID, GRID, dataset_rows
+from dfvg_dse.validation.torch_calibration import DATASET_GRID, GRID, QUICK_GRID, dataset_rows
 
 RUN_ID = "local-cuda0-llama-3-1-8b"
 
@@ -22,6 +23,11 @@ def _run_rows(grid=GRID, model="llama-3.1-8b", engine="torch", phase="forward", 
     return [ForwardMeasurement(RUN_ID, f"n={n}, c={c}, b={b}", engine, device, model, "bfloat16", b, phase,
                                c, n, "ms", 1.0 + n * b / 100 + c / 1e4, kv_dtype="bfloat16")
             for n, c, b in itertools.product(grid["tokens"], grid["contexts"], grid["batches"])]
+
+
+def _mixed(rows, **change):
+    """The rows with the last one changed (a ragged run)."""
+    return rows[:-1] + [dataclasses.replace(rows[-1], **change)]
 
 
 def _write_run(folder, rows, engine="torch"):
@@ -50,7 +56,7 @@ def test_adopted_rows_are_a_source_the_catalog_reads(run, tmp_path):
     result = run("engines", "adopt", str(path), "--device", "h200", "--out", str(out), "--note", "driver 580", "--json")
     assert result.exit_code == 0, result.stderr
     record = json.loads(result.stdout)
-    assert record["rows"] == 24 and record["rows_timed"] == 99
+    assert record["rows"] == 24 and record["device"] == "h200" and record["model"] == "llama-3.1-8b"
     catalog = Catalog.open(hwdb_dir=tmp_path / "hwdb")
     source = next(s for s in catalog.measurements() if s.id == "torch-h200-calibrate-llama-3-1-8b")
     assert source.engine == "torch" and len(source.rows) == 24 and "NVIDIA H200" in source.title
@@ -64,18 +70,30 @@ def test_adopted_rows_are_a_source_the_catalog_reads(run, tmp_path):
     assert run("engines", "adopt", str(path), "--device", "h200", "--out", str(out), "--replace").exit_code == 0
 
 
-@pytest.mark.parametrize("case, needles", [
-    ("not a torch run", ("not a calibrate --torch-device run", "vllm")),
-    ("a quick run", ("no forward on the dataset grid",)),
-    ("a CPU", ("allowed: a GPU",)),
-    ("a CPU run", ("local-cpu", "not of a GPU")),
-    ("an unknown GPU", ("h300",)),
-])
-def test_bad_input_is_one_line_and_writes_nothing(run, tmp_path, case, needles):
-    rows = (_run_rows({"tokens": (2, 8), "contexts": (0, 256), "batches": (1, 2)}) if case == "a quick run"
-            else _run_rows(device="local-cpu") if case == "a CPU run" else _run_rows())
-    path = _write_run(tmp_path, rows, engine="vllm" if case == "not a torch run" else "torch")
-    device = {"a CPU": "epyc-9654", "an unknown GPU": "h300"}.get(case, "h200")
+BAD_RUNS = {  # case: (the run's rows, its engine, --device, words of the one-line error)
+    "another engine's file": (_run_rows(), "vllm", "h200", ("engine 'vllm'", "calibrate --torch-device")),
+    "a quick run": (_run_rows(QUICK_GRID), "torch", "h200", ("missing", "full-grid run")),
+    "a CPU run": (_run_rows(device="local-cpu"), "torch", "h200", ("device 'local-cpu'",)),
+    "two devices": (_mixed(_run_rows(), device="local-cuda1"), "torch", "h200", ("'local-cuda0', 'local-cuda1'",)),
+    "a prefill row": (_mixed(_run_rows(), phase="prefill"), "torch", "h200", ("phase 'forward', 'prefill'",)),
+    "two models": (_mixed(_run_rows(), model="qwen3-8b"), "torch", "h200", ("2 models",)),
+    "a model the catalog lacks": (_run_rows(model="llama-9-9b"), "torch", "h200", ("llama-9-9b", "no model")),
+    "a CPU device": (_run_rows(), "torch", "epyc-9654", ("allowed: a GPU",)),
+    "a GPU group": (_run_rows(), "torch", "4xh100-sxm", ("allowed: a GPU",)),
+    "an unknown GPU": (_run_rows(), "torch", "h300", ("h300", "allowed: a GPU")),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_RUNS))
+def test_bad_input_is_one_line_and_writes_nothing(run, tmp_path, case):
+    rows, engine, device, needles = BAD_RUNS[case]
+    path = _write_run(tmp_path, rows, engine=engine)
     out = tmp_path / "out"
     one_line_error(run("engines", "adopt", str(path), "--device", device, "--out", str(out)), *needles)
-    assert not out.exists() or not list(out.glob("*.toml"))
+    assert not out.exists()
+
+
+def test_a_speculative_file_is_one_line(run, tmp_path):
+    spec = Catalog.open().measurements("speculative")[0]
+    one_line_error(run("engines", "adopt", spec.path, "--device", "h200", "--out", str(tmp_path / "out")),
+                   "kind 'speculative'")
