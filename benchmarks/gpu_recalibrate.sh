@@ -1,21 +1,20 @@
 #!/usr/bin/env bash
 # The dataset's own GPU rows, re-measured on a lent GPU machine (issue 14, deliver 6; docs/engines.md,
-# "Your own device"). It runs `calibrate --torch-device cuda:0` (eight decoder layers timed) for the
-# models named as MODEL:DTYPE and copies each run's rows, the GPU's nvidia-smi line and a log to $OUT.
-# A model that fails is logged and the next one runs.
+# "Your own device"). It runs `calibrate --torch-device cuda:0 --dataset-grid` (whole-model forwards, the
+# 24 the dataset keeps) for the models named as MODEL:DTYPE and copies each run's rows, the GPU's
+# nvidia-smi line and a log to $OUT. A model that fails is logged and the next one runs.
 #
 # The machine has torch, numpy, scipy, pandas and click, not tomli-w: carry its (pure-Python) wheel.
 # Here, once:
 #   echo /.whl/ >> .git/info/exclude
 #   python3 -m pip download --no-deps --only-binary=:all: -d .whl tomli-w
 # The shipped rows are on an H200, so ask for that kind (on another GPU the rows would be new sources
-# beside the H200 ones, not their replacement). Three models a call fit the device tool's 10-minute
-# limit (on the H200 the 2-layer grid took 14-26 s a model; eight layers take about four times that at
-# large n):
+# beside the H200 ones, not their replacement). All six models fit one call of the device tool's 10-minute
+# limit: the dataset grid's forwards come to about 2e15 FLOPs for llama-3.1-70b (7 timings each: ~25 s at
+# 600 TFLOP/s) and a tenth of that for the 8B models, plus each process's start and random weights:
 #   run(kind="nvidia-h200", carry=[".whl"], timeout_s=560, command="bash benchmarks/gpu_recalibrate.sh
-#       llama-3.1-8b:bfloat16 qwen3-8b:bfloat16 llama-3.1-70b:bfloat16")
-#   run(kind="nvidia-h200", carry=[".whl"], timeout_s=560, command="bash benchmarks/gpu_recalibrate.sh
-#       qwen2.5-0.5b:bfloat16 llama-2-7b:float16 llama-2-13b:float16")
+#       llama-3.1-8b:bfloat16 qwen3-8b:bfloat16 llama-3.1-70b:bfloat16 qwen2.5-0.5b:bfloat16
+#       llama-2-7b:float16 llama-2-13b:float16")
 # Each model's rows come back as local-cuda0-MODEL.toml, the model's dots made dashes
 # (local-cuda0-llama-3-1-8b.toml). Here, for each:
 #   dfvg-dse engines adopt FILES_AT/local-cuda0-llama-3-1-8b.toml --device h200 --out hwdb/measurements \
@@ -43,7 +42,8 @@ for spec in "$@"; do
     model=${spec%%:*}
     dtype=${spec#*:}
     start=$(date +%s)
-    if python3 cli.py calibrate --torch-device cuda:0 --model "$model" --dtype "$dtype" --out "/tmp/cal/$model" \
+    if python3 cli.py calibrate --torch-device cuda:0 --dataset-grid --model "$model" --dtype "$dtype" \
+            --out "/tmp/cal/$model" \
             2>&1 | tee -a "$out/log.txt"; then
         cp "/tmp/cal/$model"/hwdb/measurements/*.toml "$out/"
         echo "$model $dtype: $(( $(date +%s) - start )) s" | tee -a "$out/log.txt"

@@ -243,7 +243,8 @@ def _local_name(device: str) -> str:
     return "local-" + "".join(c for c in device.lower() if c.isalnum())
 
 
-def torch_calibrate(ctx, device: str, model_name: str, dtype: str, quick: bool, out: Path, as_json: bool) -> None:
+def torch_calibrate(ctx, device: str, model_name: str, dtype: str, quick: bool, out: Path, as_json: bool,
+                    dataset_grid: bool = False) -> None:
     """calibrate --torch-device: the device's entry, its engine profile and its rows under OUT/hwdb."""
     import os
     import platform
@@ -269,7 +270,7 @@ def torch_calibrate(ctx, device: str, model_name: str, dtype: str, quick: bool, 
     name, kind = _local_name(device), "gpu" if device.startswith("cuda") else "cpu"
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     with progress_line(f"calibrate --torch-device {device}", as_json) as progress:
-        measured = tc.measure(model, device, dtype, quick, 0, lambda step: progress(0, 2, step))
+        measured = tc.measure(model, device, dtype, quick, 0, lambda step: progress(0, 2, step), dataset_grid)
     import torch as _torch
 
     display = _torch.cuda.get_device_name(device) if kind == "gpu" else f"{platform.processor() or 'CPU'} (torch)"
@@ -284,9 +285,9 @@ def torch_calibrate(ctx, device: str, model_name: str, dtype: str, quick: bool, 
                                 capacity, os.cpu_count() or 1, source)
     spec = parse_device(folder / f"{name}.toml", doc, kind, catalog.defaults()).spec
     source_id = f"{name}-{model_name.replace('.', '-')}"
-    rows = tc.rows(measured, model, model_name, name, dtype, source_id)
+    rows = tc.rows(measured, model_name, name, dtype, source_id)
     text = (f"fitted by `dfvg-dse calibrate --torch-device {device}` ({stamp}) to {len(rows)} forwards of "
-            f"{model_name} ({dtype}, random weights, {tc.layers_timed(quick)} layers timed and scaled) on {display}")
+            f"{model_name} ({dtype}; {tc.method_text(measured, model_name)}) on {display}")
     profile, errors = tc.fit_device(rows, model, spec, profile_name, text)
     documents = (
         (hwdb / "engines" / f"{profile_name}.toml",
@@ -294,8 +295,7 @@ def torch_calibrate(ctx, device: str, model_name: str, dtype: str, quick: bool, 
                          "default: torch's GEMMs accumulate in FP32")),
         (folder / f"{name}.toml", {**doc, "engine": profile_name}),
         (hwdb / "measurements" / f"{source_id}.toml",
-         measurement_document(MeasurementSource(source_id, "forward", f"layer microbenchmarks of {model_name} "
-                                                f"({tc.layers_timed(quick)} decoder layers timed)",
+         measurement_document(MeasurementSource(source_id, "forward", tc.method_text(measured, model_name),
                                                 f"local: {source}", "torch", _torch.__version__, stamp[:7],
                                                 tuple(rows)))))
     # every document is read back by the shipped readers before any is written: all or nothing

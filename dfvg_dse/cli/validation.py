@@ -157,6 +157,8 @@ def _emit_issues(issues) -> None:
 @click.option("--torch-device", help="Instead: microbenchmark --model's layers with torch on this device (cuda:0, "
                                      "cpu) and fit its hwdb entry and engine profile (docs/engines.md).")
 @click.option("--model", "model_name", default="llama-3.1-8b", show_default=True, help="--torch-device: the model.")
+@click.option("--dataset-grid", is_flag=True, help="--torch-device: time only the 24 forwards `engines adopt` keeps "
+                                                    "(n 1-1024 by 4x, c 0/2048, b 1/4), a quarter of the full grid's time.")
 @click.option("--dtype", type=click.Choice(["bfloat16", "float16", "float32"]), default="bfloat16", show_default=True,
               help="Weights and activations: --torch-device's, or --backend torch's (bfloat16, float32).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="results/calibration", show_default=True)
@@ -167,7 +169,8 @@ def _emit_issues(issues) -> None:
 @click.option("--draft-backend", type=click.Choice(["numpy", "torch"]), help="The draft's engine [default: --backend].")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.pass_context
-def calibrate_cmd(ctx, quick, count, torch_device, model_name, dtype, out_dir, pair, backend, draft_backend, as_json):
+def calibrate_cmd(ctx, quick, count, torch_device, model_name, dataset_grid, dtype, out_dir, pair, backend, draft_backend,
+                  as_json):
     """Fit the cost model to this machine: a core per stage, the pipe between them, and acceptance.
 
     About 1 minute on a 2-core machine with the default 8 prompts (progress on a terminal's
@@ -179,8 +182,10 @@ def calibrate_cmd(ctx, quick, count, torch_device, model_name, dtype, out_dir, p
 
         refuse_unused(ctx, ["pair", "backend", "draft_backend"], "with --torch-device (it microbenchmarks --model's "
                       "layers; without it, calibrate decodes the --target pair on --backend)")
-        return torch_calibrate(ctx, torch_device, model_name, dtype, quick, Path(out_dir), as_json)
-    refuse_unused(ctx, ["model_name"], "without --torch-device (the decoded pair is --target's)")
+        if quick:
+            refuse_unused(ctx, ["dataset_grid"], "with --quick (its own small grid)")
+        return torch_calibrate(ctx, torch_device, model_name, dtype, quick, Path(out_dir), as_json, dataset_grid)
+    refuse_unused(ctx, ["model_name", "dataset_grid"], "without --torch-device (the decoded pair is --target's)")
     if backend == "numpy" and draft_backend != "torch":
         refuse_unused(ctx, ["dtype"], "with the numpy backend (float32); add --backend torch")
     backends = stage_backends(backend, dtype if backend == "torch" or draft_backend == "torch" else "float32", "cpu",

@@ -21,6 +21,7 @@ torch is imported inside the functions only, so the package imports without it.
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 import time
@@ -28,12 +29,17 @@ from dataclasses import dataclass, field
 
 from dfvg_dse.specs import InputError, ModelSpec
 from dfvg_dse.specs.hardware import show_value
+from dfvg_dse.units import DTYPE_BYTES
 
 DTYPES = ("float32", "float16", "bfloat16")
 WEIGHT_STD = 0.02
 DEVICE_PATTERN = re.compile(r"cpu|cuda(:\d+)?")
 DEFAULT_MATMUL_SIZE = {"cpu": 1024, "cuda": 8192}
 DEFAULT_COPY_BYTES = {"cpu": 1 << 27, "cuda": 1 << 30}
+# The weights a full-depth forward cycles through (distinct_layers): at least 8x the largest last-level
+# cache a layer's weights could otherwise stay in between visits (a GPU's L2: 50 MB on an H100, 126 MB on a
+# B200; a CPU's L3: tens of MB), so every layer reads its weights from main memory as in the real model
+WORKING_SET_BYTES = {"cpu": 1 << 28, "cuda": 1 << 30}
 
 
 def torch_module():
@@ -252,12 +258,15 @@ def head_forward(torch, stack: LayerStack, x):
     return F.linear(x, stack.head["lm_head"])
 
 
-def forward(stack: LayerStack, x, caches, mask, head: bool = True):
-    """Every layer of the stack on x (batch, n, d_model), then the head on all n positions (as a
+def forward(stack: LayerStack, x, caches, mask, head: bool = True, depth: int | None = None):
+    """`depth` decoder layers on x (batch, n, d_model), default every layer of the stack once; a
+    deeper forward cycles through the stack's layers and their caches (layer i runs layers[i % L]),
+    so a model's full depth runs on a few layers' weights. Then the head on all n positions (as a
     verify does) when `head`: logits, else the last hidden states."""
     torch = torch_module()
-    for weights, cache in zip(stack.layers, caches):
-        x = layer_forward(torch, stack, weights, x, cache, mask)
+    depth = len(stack.layers) if depth is None else depth
+    for i in range(depth):
+        x = layer_forward(torch, stack, stack.layers[i % len(stack.layers)], x, caches[i % len(caches)], mask)
     return head_forward(torch, stack, x) if head else x
 
 
@@ -285,26 +294,33 @@ def _check_timing(n_tokens, context, batch, repeats, warmup) -> None:
 
 
 def time_forward(stack: LayerStack, n_tokens: int, context: int, batch: int, repeats: int, warmup: int,
-                 head: bool = True) -> float:
+                 head: bool = True, depth: int | None = None) -> float:
     """Median wall seconds of one forward of `n_tokens` new tokens per sequence for `batch`
-    sequences over a KV cache of `context` random tokens, through every layer of the stack and,
-    when `head`, the head on all n positions. The caches, mask and inputs are made before timing."""
+    sequences over a KV cache of `context` random tokens, through `depth` decoder layers (default
+    the stack's; 0: the head alone) and, when `head`, the head on all n positions. The caches, mask
+    and inputs are made before timing."""
     torch = torch_module()
     _check_timing(n_tokens, context, batch, repeats, warmup)
+    if depth is not None:
+        _positive("depth", depth, minimum=0)
     with torch.inference_mode():
         caches = make_caches(stack, n_tokens, context, batch)
         mask = attention_mask(torch, stack, n_tokens, context)
         x = _random_values(torch, stack, (batch, n_tokens, stack.model.d_model))
-    return _timed(torch, stack.device, lambda: forward(stack, x, caches, mask, head), repeats, warmup)
+    return _timed(torch, stack.device, lambda: forward(stack, x, caches, mask, head, depth), repeats, warmup)
 
 
-def time_head(stack: LayerStack, n_tokens: int, batch: int, repeats: int, warmup: int) -> float:
-    """Median wall seconds of the head alone on `n_tokens` positions of `batch` sequences."""
-    torch = torch_module()
-    _check_timing(n_tokens, 0, batch, repeats, warmup)
-    with torch.inference_mode():
-        x = _random_values(torch, stack, (batch, n_tokens, stack.model.d_model))
-    return _timed(torch, stack.device, lambda: head_forward(torch, stack, x), repeats, warmup)
+def layer_weight_bytes(model: ModelSpec, dtype: str) -> int:
+    """Bytes of one decoder layer's weights in `dtype` (torch_bench's layout, _layer_shapes)."""
+    return sum(math.prod(shape) for shape in _layer_shapes(model).values()) * DTYPE_BYTES[dtype]
+
+
+def distinct_layers(model: ModelSpec, layers: int, device_type: str, dtype: str) -> int:
+    """Decoder layers with their own weights and caches that a full-depth forward cycles through:
+    at least `layers`, enough that one cycle's weights (WORKING_SET_BYTES) cannot stay in the
+    device's cache between visits, at most the model's depth."""
+    cycle = math.ceil(WORKING_SET_BYTES[device_type] / layer_weight_bytes(model, dtype))
+    return min(model.n_layers, max(layers, cycle))
 
 
 def peak_matmul_flops_per_s(device: str, dtype: str, size: int | None = None, repeats: int = 10,
@@ -340,29 +356,24 @@ def copy_bandwidth_bytes_per_s(device: str, bytes: int | None = None, repeats: i
 def benchmark(model: ModelSpec, device: str, dtype: str, tokens: list[int], contexts: list[int], batches: list[int],
               layers: int = 2, repeats: int = 5, seed: int = 0, warmup: int = 2) -> list[dict]:
     """One record per (n, c, b) of tokens x contexts x batches, in that order:
-    {"tokens", "context", "batch", "layers", "seconds_stack", "seconds_per_layer", "seconds_head"}.
+    {"tokens", "context", "batch", "layers", "depth", "seconds"}.
 
-    seconds_stack is the median forward of the `layers` layers and the head (`time_forward`);
-    seconds_head the median of the head alone on the same n x b positions (`time_head`); and
-    seconds_per_layer = (seconds_stack - seconds_head) / layers, so the whole model's forward is
-    n_layers x seconds_per_layer + seconds_head, with the fixed cost of one timed call (launch,
-    synchronisation) counted once, in seconds_head. Both are medians, so on a noisy machine the
-    difference can come out tiny or, where the head dominates, even negative: it is not clamped."""
+    `seconds` is the median of whole-model forwards: the model's `depth` = n_layers decoder layers
+    and the head, timed as one call, as an eager engine runs them (the host queues layer after layer
+    while the device works, so the launches of a layer hide behind the work of the ones before;
+    timing a few layers and scaling them up misses that and multiplies their jitter by n_layers / layers).
+    The layers cycle through `layers` distinct layers' weights and caches, raised to distinct_layers'
+    count so the weights are read from main memory as the real model's are; nothing is extrapolated."""
     _check_model(model)
     _check_dtype(dtype)
-    check_torch_device(device)
+    torch_device = check_torch_device(device)
     tokens, contexts = _int_list("tokens", tokens, 1), _int_list("contexts", contexts, 0)
     batches = _int_list("batches", batches, 1)
     _positive("layers", layers)
     _positive("repeats", repeats)
     _positive("warmup", warmup, minimum=0)
-    stack = build_layer_stack(model, layers, device, dtype, seed)
-    records = []
-    for n in tokens:
-        for c in contexts:
-            for b in batches:
-                whole = time_forward(stack, n, c, b, repeats, warmup)
-                head = time_head(stack, n, b, repeats, warmup)
-                records.append({"tokens": n, "context": c, "batch": b, "layers": layers, "seconds_stack": whole,
-                                "seconds_per_layer": (whole - head) / layers, "seconds_head": head})
-    return records
+    distinct = distinct_layers(model, layers, torch_device.type, dtype)
+    stack = build_layer_stack(model, distinct, device, dtype, seed)
+    return [{"tokens": n, "context": c, "batch": b, "layers": distinct, "depth": model.n_layers,
+             "seconds": time_forward(stack, n, c, b, repeats, warmup, depth=model.n_layers)}
+            for n in tokens for c in contexts for b in batches]

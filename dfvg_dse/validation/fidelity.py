@@ -31,8 +31,9 @@ from dfvg_dse.validation.engines import POOLED, EngineFit, features, fit_engines
 # 17%, EAGLE-3's paper under-predicted 32%) and the rows near the median move with the `hf` profile's
 # GeForce-Ampere factors, which one RTX 3090 row sets.
 # Next: `calibrate --torch-device cuda:0` on a real GPU to replace the 2026-12-04 H200 rows, which
-# timed 2 layers and scatter 1.6x at n <= 64, with the 8-layer protocol (validation/torch_calibration.py
-# LAYERS): benchmarks/gpu_recalibrate.sh is the device check, `engines adopt --replace` takes its rows in;
+# timed 2 layers and scatter 1.6x at n <= 64, with whole-model forwards (reference/torch_bench.benchmark;
+# benchmarks/torch_bench_depth.py): benchmarks/gpu_recalibrate.sh is the device check (--dataset-grid, all
+# six models in one call), `engines adopt --replace` takes its rows in;
 # sources tried and not shipped wait in hwdb/candidates/ (docs/engines.md, seventh step): a third HF A100
 # prefill source would decide optimum-benchmark's; then a profile per engine release, which vLLM #9471
 # (v0.6.4, multi-step scheduling) and llama.cpp's micro-batch tables (PRs #7676, #15131: 1-512 tokens

@@ -24,10 +24,11 @@ from dfvg_dse.validation.engines import features, fit_engines
 ENGINE = "torch"
 GRID = {"tokens": (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024), "contexts": (0, 512, 2048), "batches": (1, 4, 16)}
 QUICK_GRID = {"tokens": (1, 4, 16, 64), "contexts": (0, 256), "batches": (1, 2)}
-# Decoder layers timed per forward (the model's time is n_layers x one layer + the LM head), full grid and
-# --quick. One layer's time is (stack - head) / layers, so a timing's jitter reaches the model's forward
-# n_layers / layers times: the 2026-12-04 H200 rows, timed over 2 layers, scattered up to 1.6x at n <= 64
-# (jitter x 16 for a 32-layer model, x 40 for 80 layers); over 8 layers it is x 4 and x 10.
+# Distinct decoder layers (weights and caches) a whole-model forward cycles through, full grid and --quick
+# (torch_bench.distinct_layers raises them until their weights outgrow the device's cache). Each forward
+# runs all n_layers and is timed whole: the 2026-12-04 H200 rows were 2 layers timed and scaled by
+# n_layers / 2, which multiplied a timing's jitter by 16 (32 layers) to 40 (80 layers) and scattered rows
+# of the same shapes up to 1.6x (docs/engines.md)
 LAYERS = 8
 QUICK_LAYERS = 2
 # The forwards of a run that join the shipped dataset (`engines adopt`): a grid fixed before any fit, so that
@@ -35,8 +36,10 @@ QUICK_LAYERS = 2
 DATASET_GRID = {"tokens": (1, 4, 16, 64, 256, 1024), "contexts": (0, 2048), "batches": (1, 4)}
 
 
-def layers_timed(quick: bool) -> int:
-    return QUICK_LAYERS if quick else LAYERS
+def grid_of(quick: bool, dataset_only: bool = False) -> dict:
+    """The forwards a run times: QUICK_GRID (--quick), DATASET_GRID (--dataset-grid: only those `engines
+    adopt` keeps) or the full GRID."""
+    return QUICK_GRID if quick else DATASET_GRID if dataset_only else GRID
 
 
 class Measured(NamedTuple):
@@ -54,31 +57,32 @@ class TorchCalibration(NamedTuple):
 
 
 def measure(model: ModelSpec, device: str, dtype: str, quick: bool, seed: int,
-            progress: Callable[[str], None] = lambda _: None) -> Measured:
-    """Run the microbenchmarks (torch needed: pip install '.[hf]')."""
+            progress: Callable[[str], None] = lambda _: None, dataset_only: bool = False) -> Measured:
+    """Run the microbenchmarks (torch needed: pip install '.[hf]') over grid_of's forwards."""
     from dfvg_dse.reference import torch_bench
 
-    grid = QUICK_GRID if quick else GRID
+    grid = grid_of(quick, dataset_only)
     progress("peak and bandwidth")
     peak = torch_bench.peak_matmul_flops_per_s(device, dtype)
     bandwidth = torch_bench.copy_bandwidth_bytes_per_s(device)
-    progress("layer forwards")
+    progress("whole-model forwards")
     records = torch_bench.benchmark(model, device, dtype, list(grid["tokens"]), list(grid["contexts"]),
-                                    list(grid["batches"]), layers=layers_timed(quick), repeats=3 if quick else 5,
-                                    seed=seed)
+                                    list(grid["batches"]), layers=QUICK_LAYERS if quick else LAYERS,
+                                    repeats=3 if quick else 5, seed=seed)
     return Measured(peak, bandwidth, records)
 
 
-def model_seconds(record: dict, model: ModelSpec) -> float:
-    """The whole model's forward from one layer's time and the head's."""
-    return model.n_layers * record["seconds_per_layer"] + record["seconds_head"]
+def method_text(measured: Measured, model_name: str) -> str:
+    """How a run timed the model, for its files' titles: whole forwards, the layers' weights it cycled."""
+    r = measured.records[0]
+    return (f"whole-model forwards of {model_name}: {r['depth']} decoder layers cycling through {r['layers']} "
+            f"layers' random weights, and the LM head")
 
 
-def rows(measured: Measured, model: ModelSpec, model_name: str, device_name: str, dtype: str,
-         source_id: str) -> list[ForwardMeasurement]:
+def rows(measured: Measured, model_name: str, device_name: str, dtype: str, source_id: str) -> list[ForwardMeasurement]:
     return [ForwardMeasurement(source_id, f"n={r['tokens']}, c={r['context']}, b={r['batch']}", ENGINE, device_name,
                                model_name, dtype, r["batch"], "forward", r["context"], r["tokens"], "ms",
-                               model_seconds(r, model) * 1e3, kv_dtype=dtype if dtype != "float32" else "float16")
+                               r["seconds"] * 1e3, kv_dtype=dtype if dtype != "float32" else "float16")
             for r in measured.records]
 
 
@@ -136,8 +140,8 @@ def adopted_source(run: MeasurementSource, device: DeviceSpec, note: str = "") -
                          "adopt takes a full-grid run (calibrate without --quick)")
     display = device.display_name or device.name
     notes = (f"Random weights with {model}'s real shapes, timed by `dfvg-dse calibrate --torch-device` "
-             f"(dfvg_dse/reference/torch_bench.py: decoder layers and the LM head, median of the repeats after "
-             f"warm-up, the device synchronised; the model's forward = n_layers x one layer + the head). Rows kept: "
+             f"(dfvg_dse/reference/torch_bench.py: {run.title}; median of the repeats after warm-up, the device "
+             f"synchronised). Rows kept: "
              f"the grid {_grid_text()}, fixed before any fit, {len(rows)} of the {len(run.rows)} the run timed; the "
              f"run's device '{run.rows[0].device}' is the catalog's '{device.name}'." + (f" {note}" if note else ""))
     source = MeasurementSource(source_id, "forward", f"{run.title} on one {display} (this project's own measurement)",

@@ -140,13 +140,54 @@ def test_more_tokens_take_longer():
     assert verify > 3 * decode  # 256x the FLOPs; the weights are read once either way
 
 
-def test_benchmark_records_every_setting():
+def test_a_deep_forward_cycles_through_the_layers():
+    # depth 5 over 2 layers runs layers 0, 1, 0, 1, 0; each writes its own new K and V over the cycled cache's
+    # last n positions before reading, so the result is the numpy chain with the original caches
+    stack = tb.build_layer_stack(GQA, 2, "cpu", "float32", seed=3)
+    n, context, batch = 3, 6, 2
+    caches = tb.make_caches(stack, n, context, batch)
+    cached = [(_np(k[:, :, :-n]), _np(v[:, :, :-n])) for k, v in caches]
+    x = torch.randn((batch, n, GQA.d_model), generator=torch.Generator().manual_seed(5))
+    with torch.inference_mode():
+        logits = tb.forward(stack, x, caches, tb.attention_mask(torch, stack, n, context), depth=5)
+        head_only = tb.forward(stack, x, caches, None, depth=0)
+    expected = _np(x)
+    for i in range(5):
+        expected = _reference_layer(GQA, stack.layers[i % 2], expected, *cached[i % 2])
+    assert np.abs(_np(logits) - _reference_head(GQA, stack.head, expected)).max() < 1e-5
+    assert np.abs(_np(head_only) - _reference_head(GQA, stack.head, _np(x))).max() < 1e-5
+
+
+@pytest.mark.parametrize("name, device, expected", [
+    # bytes of one layer from the cost model's parameter count (costs/work.param_counts), 2 bytes each:
+    # llama-3.1-8b 218 M parameters (436 MB: 1 GiB needs 3, fewer than 8), qwen2.5-0.5b 14.9 M (29.8 MB: 1 GiB
+    # needs 37, more than its 24 layers; 256 MiB needs 9.0004, so 10), llama-68m's 2 layers
+    ("llama-3.1-8b", "cuda", 8), ("qwen2.5-0.5b", "cuda", 24), ("qwen2.5-0.5b", "cpu", 10), ("llama-68m", "cuda", 2),
+])
+def test_distinct_layers_outgrow_the_cache(name, device, expected):
+    model = Catalog.open().model(name)
+    per_layer_bytes = 2 * param_counts(model).per_layer
+    assert tb.layer_weight_bytes(model, "bfloat16") == per_layer_bytes
+    assert tb.distinct_layers(model, 8, device, "bfloat16") == expected
+    assert expected == min(model.n_layers, max(8, math.ceil(tb.WORKING_SET_BYTES[device] / per_layer_bytes)))
+
+
+def test_benchmark_times_the_whole_depth():
     records = tb.benchmark(OPT, "cpu", "float32", tokens=[1, 3], contexts=[0, 8], batches=[2], layers=2, repeats=2)
     assert [(r["tokens"], r["context"], r["batch"]) for r in records] == [(1, 0, 2), (1, 8, 2), (3, 0, 2), (3, 8, 2)]
     for r in records:
-        assert set(r) == {"tokens", "context", "batch", "layers", "seconds_stack", "seconds_per_layer", "seconds_head"}
-        assert r["layers"] == 2 and 0 < r["seconds_head"] < r["seconds_stack"] < 1
-        assert r["seconds_per_layer"] == pytest.approx((r["seconds_stack"] - r["seconds_head"]) / 2)
+        assert set(r) == {"tokens", "context", "batch", "layers", "depth", "seconds"}
+        assert r["depth"] == OPT.n_layers == 4 and r["layers"] == 4  # a tiny model: every layer its own
+        assert 0 < r["seconds"] < 1
+
+
+def test_the_head_alone_is_a_forward_of_depth_zero():
+    model = ModelSpec(name="mid", family="llama", n_layers=8, d_model=512, n_heads=8, n_kv_heads=8, head_dim=64,
+                      d_ffn=1536, vocab_size=8000, max_positions=2048)
+    stack = tb.build_layer_stack(model, 2, "cpu", "float32", seed=0)
+    head = tb.time_forward(stack, 64, 16, 1, repeats=3, warmup=1, depth=0)
+    whole = tb.time_forward(stack, 64, 16, 1, repeats=3, warmup=1, depth=8)
+    assert 0 < head < whole  # 8 layers of 3.1 M weights each against one 4.1 M head
 
 
 def test_device_microbenchmarks():
@@ -170,6 +211,8 @@ def test_device_microbenchmarks():
     (lambda: tb.benchmark(GQA, "cpu", "float32", [1], [0], [1], repeats=0), "repeats = 0"),
     (lambda: tb.time_forward(tb.build_layer_stack(GQA, 1, "cpu", "float32", 0), 1, 0, 0, 1, 0), "batch = 0"),
     (lambda: tb.time_forward(tb.build_layer_stack(GQA, 1, "cpu", "float32", 0), 1, 2.5, 1, 1, 0), "context = 2.5"),
+    (lambda: tb.time_forward(tb.build_layer_stack(GQA, 1, "cpu", "float32", 0), 1, 0, 1, 1, 0, depth=-1),
+     "depth = -1: must be an integer >= 0"),
     (lambda: tb.peak_matmul_flops_per_s("cpu", "int8"), "torch dtype 'int8'"),
     (lambda: tb.copy_bandwidth_bytes_per_s("cpu", bytes=2), "bytes = 2: must be an integer >= 4"),
 ])

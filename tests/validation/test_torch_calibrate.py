@@ -50,3 +50,40 @@ def test_the_files_read_back_and_price_the_device(calibrated):
 def test_a_device_torch_does_not_know_is_one_line(run, tmp_path):
     one_line_error(run("calibrate", "--torch-device", "tpu:0", "--out", str(tmp_path / "o")), "--torch-device", "cpu")
     assert not (tmp_path / "o").exists()
+
+
+def test_the_dataset_grid_times_only_what_adopt_keeps(run, tmp_path, monkeypatch):
+    # the GPU loan's re-measurement (benchmarks/gpu_recalibrate.sh): only the 24 forwards `engines adopt` keeps;
+    # the timing itself is replaced here (test_torch_bench times real forwards), what is asked and written is checked
+    import itertools
+
+    from dfvg_dse.catalog import Catalog
+    from dfvg_dse.reference import torch_bench
+    from dfvg_dse.validation.torch_calibration import DATASET_GRID
+
+    asked = []
+
+    def fake_benchmark(model, device, dtype, tokens, contexts, batches, layers, repeats, seed):
+        asked.append((tokens, contexts, batches))
+        return [{"tokens": n, "context": c, "batch": b, "layers": 2, "depth": model.n_layers,
+                 "seconds": 1e-3 * (1 + n * b / 64 + c / 4096)} for n in tokens for c in contexts for b in batches]
+
+    monkeypatch.setattr(torch_bench, "peak_matmul_flops_per_s", lambda *a, **k: 1e12)
+    monkeypatch.setattr(torch_bench, "copy_bandwidth_bytes_per_s", lambda *a, **k: 1e11)
+    monkeypatch.setattr(torch_bench, "benchmark", fake_benchmark)
+    result = run("calibrate", "--torch-device", "cpu", "--model", "llama-68m", "--dataset-grid", "--dtype", "float32",
+                 "--out", str(tmp_path / "o"))
+    assert result.exit_code == 0, result.output
+    assert asked == [tuple(list(v) for v in DATASET_GRID.values())]
+    source = next(s for s in Catalog.open(hwdb_dir=tmp_path / "o" / "hwdb").measurements() if s.id == "local-cpu-llama-68m")
+    assert {(r.generated_tokens, r.prompt_tokens, r.batch) for r in source.rows} == set(itertools.product(*DATASET_GRID.values()))
+    assert source.title.startswith("whole-model forwards of llama-68m: 2 decoder layers cycling through 2 layers'")
+
+
+@pytest.mark.parametrize("args, named", [
+    (["--torch-device", "cpu", "--quick", "--dataset-grid"], "--dataset-grid: not used with --quick"),
+    (["--dataset-grid"], "--dataset-grid: not used without --torch-device"),
+])
+def test_the_dataset_grid_only_with_a_full_torch_run(run, tmp_path, args, named):
+    one_line_error(run("calibrate", *args, "--out", str(tmp_path / "o")), named)
+    assert not (tmp_path / "o").exists()
