@@ -75,7 +75,7 @@ def torch_device_document(name: str, kind: str, display: str, peak_flops_per_s: 
     assumed = "assumption: not measured by calibrate --torch-device; energy is not validated for this device"
     doc = {"name": name, "kind": kind, "display_name": display,
            "notes": "Written by `dfvg-dse calibrate --torch-device`; forwards are priced by the engine profile named "
-                    "below, fitted to this device's own layer microbenchmarks (docs/engines.md).",
+                    "below, fitted to this device's own whole-model forwards (docs/engines.md).",
            f"peak_{peak_key}": _q(peak_flops_per_s / 1e12, "TFLOPS", "measured", source),
            "tdp": _q(300.0 if kind == "gpu" else 200.0, "W", "unverified", assumed),
            "memory": [{"tier": "hbm" if kind == "gpu" else "ddr",

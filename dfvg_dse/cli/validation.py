@@ -154,11 +154,11 @@ def _emit_issues(issues) -> None:
 @cli.command("calibrate")
 @click.option("--quick", is_flag=True, help="Fewer pipe repeats (CI); with --torch-device, a smaller grid.")
 @click.option("--count", type=click.IntRange(1, 32), default=8, show_default=True, help="Calibration prompts traced.")
-@click.option("--torch-device", help="Instead: microbenchmark --model's layers with torch on this device (cuda:0, "
+@click.option("--torch-device", help="Instead: time --model's whole forwards with torch on this device (cuda:0, "
                                      "cpu) and fit its hwdb entry and engine profile (docs/engines.md).")
 @click.option("--model", "model_name", default="llama-3.1-8b", show_default=True, help="--torch-device: the model.")
-@click.option("--dataset-grid", is_flag=True, help="--torch-device: time only the 24 forwards `engines adopt` keeps "
-                                                    "(n 1-1024 by 4x, c 0/2048, b 1/4), a quarter of the full grid's time.")
+@click.option("--dataset-grid", is_flag=True, help="--torch-device: time only the 24 of the 99 forwards `engines adopt` keeps "
+                                                    "(n 1-1024 by 4x, c 0/2048, b 1/4): a tenth to a quarter of the time.")
 @click.option("--dtype", type=click.Choice(["bfloat16", "float16", "float32"]), default="bfloat16", show_default=True,
               help="Weights and activations: --torch-device's, or --backend torch's (bfloat16, float32).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="results/calibration", show_default=True)

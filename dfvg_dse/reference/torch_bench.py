@@ -1,8 +1,9 @@
 """Microbenchmarks of a model's real layer shapes on the user's torch device (issue 14, deliver 6).
 
-`benchmark` times forwards of n new tokens for b sequences over a KV cache of c tokens through a
-few decoder layers built with the model's exact shapes and random weights, and separately its LM
-head; `dfvg-dse calibrate` fits engine parameters to these records (the fitting is not here).
+`benchmark` times whole-model forwards of n new tokens for b sequences over a KV cache of c tokens:
+all of the model's decoder layers, built with its exact shapes and random weights (a few distinct
+layers' weights and caches, cycled), and its LM head, as one call; `dfvg-dse calibrate` fits engine
+parameters to these records (the fitting is not here).
 
 The layers are a small pure-tensor implementation, cost-equivalent to a serving engine's eager
 path rather than numerically equal to the checkpoint:
@@ -11,8 +12,10 @@ path rather than numerically equal to the checkpoint:
   a layer's time at every shape priced here, so leaving them out does not change the timing;
 - q, k, v, o, gate/up/down (or fc1/fc2) are separate GEMMs as in Hugging Face (engines that fuse
   qkv or gate/up launch fewer, larger GEMMs of the same FLOPs and bytes);
-- attention is torch's `scaled_dot_product_attention` (GQA through `enable_gqa`, so K and V are
-  not copied per head); the new tokens attend to the whole cache and causally to each other;
+- attention is torch's `scaled_dot_product_attention`, as Hugging Face's SDPA path calls it: GQA
+  through `enable_gqa` where no mask is needed (K and V not copied per head), K and V repeated per
+  query head where a mask is (a verify over a cache: the kernels that take a mask do not all take
+  GQA); the new tokens attend to the whole cache and causally to each other;
   a sliding window caps the cache at `sliding_window` tokens, as `ModelSpec.attended_context` does;
 - SiLU-gated FFN, or ReLU for a plain one (OPT).
 
@@ -36,10 +39,11 @@ WEIGHT_STD = 0.02
 DEVICE_PATTERN = re.compile(r"cpu|cuda(:\d+)?")
 DEFAULT_MATMUL_SIZE = {"cpu": 1024, "cuda": 8192}
 DEFAULT_COPY_BYTES = {"cpu": 1 << 27, "cuda": 1 << 30}
-# The weights a full-depth forward cycles through (distinct_layers): at least 8x the largest last-level
+# The weights a full-depth forward cycles through (distinct_layers): several times the largest last-level
 # cache a layer's weights could otherwise stay in between visits (a GPU's L2: 50 MB on an H100, 126 MB on a
-# B200; a CPU's L3: tens of MB), so every layer reads its weights from main memory as in the real model
-WORKING_SET_BYTES = {"cpu": 1 << 28, "cuda": 1 << 30}
+# B200; a CPU's L3: 384 MB on an EPYC 9654, 1,152 MB on a Genoa-X), so every layer reads its weights from
+# main memory as in the real model
+WORKING_SET_BYTES = {"cpu": 1 << 32, "cuda": 1 << 30}
 
 
 def torch_module():
@@ -237,8 +241,12 @@ def layer_forward(torch, stack: LayerStack, weights: dict, x, cache, mask):
     keys[:, :, -n:] = k
     values[:, :, -n:] = v
     causal = mask is None and n > 1 and keys.shape[2] == n  # a prefill: no cache before the new tokens
-    a = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, is_causal=causal,
-                                       enable_gqa=m.n_kv_heads != m.n_heads)
+    grouped = m.n_kv_heads != m.n_heads
+    if grouped and mask is not None:  # Hugging Face's repeat_kv before a masked SDPA call
+        group = m.n_heads // m.n_kv_heads
+        keys, values = keys.repeat_interleave(group, dim=1), values.repeat_interleave(group, dim=1)
+        grouped = False
+    a = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, is_causal=causal, enable_gqa=grouped)
     x = x + F.linear(a.transpose(1, 2).reshape(b, n, m.n_heads * m.head_dim), weights["wo"], weights.get("bo"))
     h = _norm(torch, x, weights, "ffn_norm", m)
     if m.gated_ffn:
@@ -304,7 +312,7 @@ def time_forward(stack: LayerStack, n_tokens: int, context: int, batch: int, rep
     if depth is not None:
         _positive("depth", depth, minimum=0)
     with torch.inference_mode():
-        caches = make_caches(stack, n_tokens, context, batch)
+        caches = make_caches(stack, n_tokens, context, batch) if depth != 0 else []  # the head alone needs none
         mask = attention_mask(torch, stack, n_tokens, context)
         x = _random_values(torch, stack, (batch, n_tokens, stack.model.d_model))
     return _timed(torch, stack.device, lambda: forward(stack, x, caches, mask, head, depth), repeats, warmup)

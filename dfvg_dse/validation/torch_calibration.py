@@ -75,8 +75,9 @@ def measure(model: ModelSpec, device: str, dtype: str, quick: bool, seed: int,
 def method_text(measured: Measured, model_name: str) -> str:
     """How a run timed the model, for its files' titles: whole forwards, the layers' weights it cycled."""
     r = measured.records[0]
-    return (f"whole-model forwards of {model_name}: {r['depth']} decoder layers cycling through {r['layers']} "
-            f"layers' random weights, and the LM head")
+    distinct = f"{r['layers']} distinct layer{'s' if r['layers'] != 1 else ''}"
+    return (f"whole-model forwards of {model_name}: {r['depth']} decoder layers cycling through the random weights "
+            f"of {distinct}, and the LM head")
 
 
 def rows(measured: Measured, model_name: str, device_name: str, dtype: str, source_id: str) -> list[ForwardMeasurement]:
@@ -127,7 +128,7 @@ def _check_run(run: MeasurementSource) -> None:
 def adopted_source(run: MeasurementSource, device: DeviceSpec, note: str = "") -> tuple[MeasurementSource, str]:
     """A calibrate --torch-device run's forwards on DATASET_GRID as a dataset source on the catalog's GPU
     `device`, and its notes (docs/engines.md, "Your own device"); InputError for a run that is not one
-    GPU's full-grid run of one model (a --quick run lacks most of the grid)."""
+    GPU's run of one model over the full grid or --dataset-grid (a --quick run lacks most of the dataset grid)."""
     _check_run(run)
     model = run.rows[0].model
     source_id = f"torch-{device.name}-calibrate-{model.replace('.', '-')}"
@@ -137,7 +138,7 @@ def adopted_source(run: MeasurementSource, device: DeviceSpec, note: str = "") -
     if missing:
         shown = ", ".join(f"n={n} c={c} b={b}" for n, c, b in missing[:2]) + (" ..." if len(missing) > 2 else "")
         raise InputError(f"{run.path or run.id}: {len(missing)} forwards of the dataset grid missing ({shown}); "
-                         "adopt takes a full-grid run (calibrate without --quick)")
+                         "adopt takes a full-grid or --dataset-grid run (calibrate without --quick)")
     display = device.display_name or device.name
     notes = (f"Random weights with {model}'s real shapes, timed by `dfvg-dse calibrate --torch-device` "
              f"(dfvg_dse/reference/torch_bench.py: {run.title}; median of the repeats after warm-up, the device "

@@ -160,9 +160,9 @@ def test_a_deep_forward_cycles_through_the_layers():
 
 @pytest.mark.parametrize("name, device, expected", [
     # bytes of one layer from the cost model's parameter count (costs/work.param_counts), 2 bytes each:
-    # llama-3.1-8b 218 M parameters (436 MB: 1 GiB needs 3, fewer than 8), qwen2.5-0.5b 14.9 M (29.8 MB: 1 GiB
-    # needs 37, more than its 24 layers; 256 MiB needs 9.0004, so 10), llama-68m's 2 layers
-    ("llama-3.1-8b", "cuda", 8), ("qwen2.5-0.5b", "cuda", 24), ("qwen2.5-0.5b", "cpu", 10), ("llama-68m", "cuda", 2),
+    # llama-3.1-8b 218 M parameters (436 MB: 1 GiB needs 3, fewer than 8; 4 GiB needs 9.85, so 10), qwen2.5-0.5b
+    # 14.9 M (29.8 MB: 1 GiB needs 37, more than its 24 layers), llama-68m's 2 layers
+    ("llama-3.1-8b", "cuda", 8), ("llama-3.1-8b", "cpu", 10), ("qwen2.5-0.5b", "cuda", 24), ("llama-68m", "cuda", 2),
 ])
 def test_distinct_layers_outgrow_the_cache(name, device, expected):
     model = Catalog.open().model(name)
@@ -172,12 +172,25 @@ def test_distinct_layers_outgrow_the_cache(name, device, expected):
     assert expected == min(model.n_layers, max(8, math.ceil(tb.WORKING_SET_BYTES[device] / per_layer_bytes)))
 
 
-def test_benchmark_times_the_whole_depth():
-    records = tb.benchmark(OPT, "cpu", "float32", tokens=[1, 3], contexts=[0, 8], batches=[2], layers=2, repeats=2)
+def test_benchmark_times_the_whole_depth(monkeypatch):
+    # a working set of one layer's weights: the 8-layer model cycles through 2 distinct layers, and each timed
+    # call runs all 8 of them
+    deep = dataclasses.replace(OPT, name="tiny-deep", n_layers=8)
+    monkeypatch.setitem(tb.WORKING_SET_BYTES, "cpu", tb.layer_weight_bytes(deep, "float32"))
+    depths, real_forward = [], tb.forward
+
+    def counting_forward(stack, x, caches, mask, head=True, depth=None):
+        depths.append((len(stack.layers), len(caches), depth))
+        return real_forward(stack, x, caches, mask, head, depth)
+
+    monkeypatch.setattr(tb, "forward", counting_forward)
+    records = tb.benchmark(deep, "cpu", "float32", tokens=[1, 3], contexts=[0, 8], batches=[2], layers=2, repeats=2,
+                           warmup=1)
     assert [(r["tokens"], r["context"], r["batch"]) for r in records] == [(1, 0, 2), (1, 8, 2), (3, 0, 2), (3, 8, 2)]
+    assert depths == [(2, 2, 8)] * (4 * 3)  # 4 settings x (1 warm-up + 2 repeats), each through the 8 layers
     for r in records:
         assert set(r) == {"tokens", "context", "batch", "layers", "depth", "seconds"}
-        assert r["depth"] == OPT.n_layers == 4 and r["layers"] == 4  # a tiny model: every layer its own
+        assert r["depth"] == 8 and r["layers"] == 2
         assert 0 < r["seconds"] < 1
 
 

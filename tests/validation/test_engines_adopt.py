@@ -50,6 +50,17 @@ def test_dataset_rows_keep_exactly_the_grid():
     assert all(r.value == by_point[(r.generated_tokens, r.prompt_tokens, r.batch)] for r in kept)
 
 
+def test_a_dataset_grid_run_is_adopted_whole(run, tmp_path):
+    # what benchmarks/gpu_recalibrate.sh brings back: calibrate --dataset-grid, the 24 forwards and nothing else
+    path = _write_run(tmp_path, _run_rows(DATASET_GRID))
+    out = tmp_path / "hwdb" / "measurements"
+    result = run("engines", "adopt", str(path), "--device", "h200", "--out", str(out), "--json")
+    assert result.exit_code == 0, result.stderr
+    source = next(s for s in Catalog.open(hwdb_dir=tmp_path / "hwdb").measurements()
+                  if s.id == "torch-h200-calibrate-llama-3-1-8b")
+    assert len(source.rows) == 24 and "24 of the 24 the run timed" in (out / f"{source.id}.toml").read_text()
+
+
 def test_adopted_rows_are_a_source_the_catalog_reads(run, tmp_path):
     path = _write_run(tmp_path, _run_rows())
     out = tmp_path / "hwdb" / "measurements"
@@ -72,7 +83,7 @@ def test_adopted_rows_are_a_source_the_catalog_reads(run, tmp_path):
 
 BAD_RUNS = {  # case: (the run's rows, its engine, --device, words of the one-line error)
     "another engine's file": (_run_rows(), "vllm", "h200", ("engine 'vllm'", "calibrate --torch-device")),
-    "a quick run": (_run_rows(QUICK_GRID), "torch", "h200", ("missing", "full-grid run")),
+    "a quick run": (_run_rows(QUICK_GRID), "torch", "h200", ("missing", "full-grid or --dataset-grid run")),
     "a CPU run": (_run_rows(device="local-cpu"), "torch", "h200", ("device 'local-cpu'",)),
     "two devices": (_mixed(_run_rows(), device="local-cuda1"), "torch", "h200", ("'local-cuda0', 'local-cuda1'",)),
     "a prefill row": (_mixed(_run_rows(), phase="prefill"), "torch", "h200", ("phase 'forward', 'prefill'",)),

@@ -1,4 +1,4 @@
-"""`calibrate --torch-device` (issue 14, deliver 6): a device's own layer microbenchmarks become its
+"""`calibrate --torch-device` (issue 14, deliver 6): a device's own whole-model forwards become its
 hwdb entry, an engine profile fitted to them and the rows, files the other commands use. On CPU in
 CI; the same command on a GPU is what docs/engines.md asks a user with one to run."""
 
@@ -65,7 +65,7 @@ def test_the_dataset_grid_times_only_what_adopt_keeps(run, tmp_path, monkeypatch
 
     def fake_benchmark(model, device, dtype, tokens, contexts, batches, layers, repeats, seed):
         asked.append((tokens, contexts, batches))
-        return [{"tokens": n, "context": c, "batch": b, "layers": 2, "depth": model.n_layers,
+        return [{"tokens": n, "context": c, "batch": b, "layers": 1, "depth": model.n_layers,
                  "seconds": 1e-3 * (1 + n * b / 64 + c / 4096)} for n in tokens for c in contexts for b in batches]
 
     monkeypatch.setattr(torch_bench, "peak_matmul_flops_per_s", lambda *a, **k: 1e12)
@@ -77,7 +77,8 @@ def test_the_dataset_grid_times_only_what_adopt_keeps(run, tmp_path, monkeypatch
     assert asked == [tuple(list(v) for v in DATASET_GRID.values())]
     source = next(s for s in Catalog.open(hwdb_dir=tmp_path / "o" / "hwdb").measurements() if s.id == "local-cpu-llama-68m")
     assert {(r.generated_tokens, r.prompt_tokens, r.batch) for r in source.rows} == set(itertools.product(*DATASET_GRID.values()))
-    assert source.title.startswith("whole-model forwards of llama-68m: 2 decoder layers cycling through 2 layers'")
+    assert source.title.startswith("whole-model forwards of llama-68m: 2 decoder layers cycling through the random "
+                                   "weights of 1 distinct layer,")
 
 
 @pytest.mark.parametrize("args, named", [
