@@ -8,8 +8,10 @@ parameters to these records (the fitting is not here).
 The layers are a small pure-tensor implementation, cost-equivalent to a serving engine's eager
 path rather than numerically equal to the checkpoint:
 - pre-norm always (OPT-350M's post-norm runs the same operators in another order);
-- no rotary embedding and no learned positions: they are elementwise work on q and k, under 1% of
-  a layer's time at every shape priced here, so leaving them out does not change the timing;
+- a rotary model's q and k are rotated as Hugging Face does it (`rotate_half`; the cos and sin of
+  the new tokens' positions made once per forward): elementwise work under 1% of a layer's device
+  time, but a handful of kernel launches a layer, which an eager host pays (the base, ROPE_BASE,
+  changes no cost); OPT's learned positions, one add before the first layer, are left out;
 - q, k, v, o, gate/up/down (or fc1/fc2) are separate GEMMs as in Hugging Face (engines that fuse
   qkv or gate/up launch fewer, larger GEMMs of the same FLOPs and bytes);
 - attention is torch's `scaled_dot_product_attention`, as Hugging Face's SDPA path calls it: GQA
@@ -36,6 +38,7 @@ from dfvg_dse.units import DTYPE_BYTES
 
 DTYPES = ("float32", "float16", "bfloat16")
 WEIGHT_STD = 0.02
+ROPE_BASE = 10000.0  # rotary base: any value costs the same
 DEVICE_PATTERN = re.compile(r"cpu|cuda(:\d+)?")
 DEFAULT_MATMUL_SIZE = {"cpu": 1024, "cuda": 8192}
 DEFAULT_COPY_BYTES = {"cpu": 1 << 27, "cuda": 1 << 30}
@@ -224,9 +227,30 @@ def _random_values(torch, stack: LayerStack, shape):
     return values.to(stack.dtype)
 
 
-def layer_forward(torch, stack: LayerStack, weights: dict, x, cache, mask):
+def rotary_tables(torch, stack: LayerStack, n_tokens: int, cached: int):
+    """cos and sin (n, head_dim) of the positions cached .. cached + n - 1 (Hugging Face's rotary
+    embedding: frequencies ROPE_BASE^(-2i / head_dim), each used twice), or None for a model with
+    learned positions."""
+    if stack.model.learned_positions:
+        return None
+    half = stack.model.head_dim // 2
+    inverse = ROPE_BASE ** (-torch.arange(half, device=stack.device, dtype=torch.float32) / half)
+    angles = torch.outer(torch.arange(cached, cached + n_tokens, device=stack.device, dtype=torch.float32), inverse)
+    angles = torch.cat((angles, angles), dim=-1)
+    return angles.cos().to(stack.dtype), angles.sin().to(stack.dtype)
+
+
+def _rotate(torch, x, rotary):
+    """x (batch, heads, n, head_dim) rotated: x cos + rotate_half(x) sin, rotate_half(x) = (-x2, x1)."""
+    cos, sin = rotary
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+
+
+def layer_forward(torch, stack: LayerStack, weights: dict, x, cache, mask, rotary=None):
     """One pre-norm decoder layer on hidden states x (batch, n, d_model); writes the new K and V
-    into the last n positions of the cache and attends over all of it."""
+    into the last n positions of the cache and attends over all of it. `rotary`: rotary_tables'
+    cos and sin of the new tokens' positions (None: no rotation)."""
     F = torch.nn.functional
     m = stack.model
     b, n, _ = x.shape
@@ -237,6 +261,8 @@ def layer_forward(torch, stack: LayerStack, weights: dict, x, cache, mask):
     if m.qk_norm:
         q = F.rms_norm(q, (m.head_dim,), weights["q_norm"], eps=1e-6)
         k = F.rms_norm(k, (m.head_dim,), weights["k_norm"], eps=1e-6)
+    if rotary is not None:
+        q, k = _rotate(torch, q, rotary), _rotate(torch, k, rotary)
     keys, values = cache
     keys[:, :, -n:] = k
     values[:, :, -n:] = v
@@ -273,8 +299,10 @@ def forward(stack: LayerStack, x, caches, mask, head: bool = True, depth: int | 
     verify does) when `head`: logits, else the last hidden states."""
     torch = torch_module()
     depth = len(stack.layers) if depth is None else depth
+    n = x.shape[1]
+    rotary = rotary_tables(torch, stack, n, caches[0][0].shape[2] - n) if depth else None
     for i in range(depth):
-        x = layer_forward(torch, stack, stack.layers[i % len(stack.layers)], x, caches[i % len(caches)], mask)
+        x = layer_forward(torch, stack, stack.layers[i % len(stack.layers)], x, caches[i % len(caches)], mask, rotary)
     return head_forward(torch, stack, x) if head else x
 
 

@@ -53,6 +53,15 @@ def _linear(x, weights, name, bias=None):
     return out if bias not in weights else out + _np(weights[bias])
 
 
+def _rotated(x, start):
+    """x (b, n, heads, dh) with each pair (i, i + dh/2) turned by the angle position x base^(-2i/dh)."""
+    dh = x.shape[-1]
+    angle = np.arange(start, start + x.shape[1])[:, None] * tb.ROPE_BASE ** (-2.0 * np.arange(dh // 2) / dh)
+    cos, sin = np.cos(angle)[None, :, None, :], np.sin(angle)[None, :, None, :]
+    first, second = x[..., : dh // 2], x[..., dh // 2:]
+    return np.concatenate([first * cos - second * sin, second * cos + first * sin], axis=-1)
+
+
 def _reference_layer(model, w, x, cached_k, cached_v):
     """One layer, head by head, with an explicit causal softmax over the cache and the new tokens."""
     b, n, _ = x.shape
@@ -63,6 +72,8 @@ def _reference_layer(model, w, x, cached_k, cached_v):
     if model.qk_norm:
         q, k = _norm(q, w["q_norm"], model), _norm(k, w["k_norm"], model)
     c = cached_k.shape[2]
+    if not model.learned_positions:  # rotary: the new tokens sit at positions c .. c + n - 1
+        q, k = _rotated(q, c), _rotated(k, c)
     out = np.zeros((b, n, model.n_heads, model.head_dim))
     group = model.n_heads // model.n_kv_heads
     for seq in range(b):
