@@ -2,7 +2,8 @@
 # The dataset's own GPU rows, re-measured on a lent GPU machine (issue 14, deliver 6; docs/engines.md,
 # "Your own device"). It runs `calibrate --torch-device cuda:0 --dataset-grid` (whole-model forwards, the
 # 24 the dataset keeps) for the models named as MODEL:DTYPE and copies each run's rows, the GPU's
-# nvidia-smi line and a log to $OUT. A model that fails is logged and the next one runs.
+# nvidia-smi line and a log to $OUT, then benchmarks/torch_bench_depth.py's check of the timing method on the
+# GPU (depth.txt, about half a minute). A model that fails is logged and the next one runs.
 #
 # The machine has torch, numpy, scipy, pandas and click, not tomli-w: carry its (pure-Python) wheel.
 # Here, once:
@@ -23,7 +24,7 @@
 set -uo pipefail
 out=${OUT:?"run through the device tool, which sets OUT"}
 if [ $# -lt 1 ] || [ $# -gt 6 ]; then
-    echo "name 1 to 6 models as MODEL:DTYPE (8 files come back: one a model, the GPU's line and the log)" >&2
+    echo "name 1 to 6 models as MODEL:DTYPE (9 files come back: one a model, the GPU's line, the log, depth.txt)" >&2
     exit 2
 fi
 for spec in "$@"; do
@@ -51,3 +52,6 @@ for spec in "$@"; do
         echo "$model $dtype: FAILED after $(( $(date +%s) - start )) s (above)" | tee -a "$out/log.txt"
     fi
 done
+# the whole-depth timing against the old 2-layers-scaled one on this GPU (docs/engines.md, "Why whole forwards")
+python3 benchmarks/torch_bench_depth.py --device cuda:0 --model llama-3.1-8b 2>&1 | tee "$out/depth.txt" \
+    || echo "torch_bench_depth FAILED (above)" | tee -a "$out/log.txt"

@@ -8,16 +8,19 @@ depth, cycling through a few layers' weights. This script makes one "run" of eac
 a median of --inner timings after warm-up, as calibrate does), interleaved, and prints per setting the
 median model seconds of each method, their spread over the runs (max / min) and the ratio of the medians.
 
-    python benchmarks/torch_bench_depth.py [--model qwen2.5-0.5b] [--dtype bfloat16] [--runs 7] [--inner 5]
+    python benchmarks/torch_bench_depth.py [--model qwen2.5-0.5b] [--dtype bfloat16] [--device cpu|cuda:N]
+        [--runs 7] [--inner 5]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 
 from dfvg_dse.catalog import Catalog
 from dfvg_dse.reference import torch_bench as tb
+from dfvg_dse.specs import InputError
 
 SETTINGS = ((1, 0, 1), (1, 512, 1), (16, 512, 1), (64, 0, 4))  # (n, c, b)
 SCALED_LAYERS = 2  # the 2026-12-04 runs
@@ -34,13 +37,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="qwen2.5-0.5b")
     parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--device", default="cpu")
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--inner", type=int, default=5)
     args = parser.parse_args()
     model = Catalog.open().model(args.model)
-    distinct = tb.distinct_layers(model, 8, "cpu", args.dtype)
-    stack = tb.build_layer_stack(model, distinct, "cpu", args.dtype, seed=0)
-    print(f"{args.model} ({model.n_layers} layers, {args.dtype}, CPU): whole depth cycles {distinct} layers' weights; "
+    distinct = tb.distinct_layers(model, 8, tb.check_torch_device(args.device).type, args.dtype)
+    stack = tb.build_layer_stack(model, distinct, args.device, args.dtype, seed=0)
+    print(f"{args.model} ({model.n_layers} layers, {args.dtype}, {args.device}): whole depth cycles {distinct} layers' weights; "
           f"{args.runs} runs, each a median of {args.inner}")
     print(f"{'n':>4} {'c':>5} {'b':>3} | {'scaled ms':>9} {'max/min':>7} | {'whole ms':>8} {'max/min':>7} | scaled/whole")
     for n, c, b in SETTINGS:
@@ -54,4 +58,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except InputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
