@@ -17,8 +17,8 @@
 #       llama-3.1-8b:bfloat16 qwen3-8b:bfloat16 llama-3.1-70b:bfloat16 qwen2.5-0.5b:bfloat16
 #       llama-2-7b:float16 llama-2-13b:float16")
 # Each model's rows come back as local-cuda0-MODEL.toml, the model's dots made dashes
-# (local-cuda0-llama-3-1-8b.toml). Here, for each:
-#   dfvg-dse engines adopt FILES_AT/local-cuda0-llama-3-1-8b.toml --device h200 --out hwdb/measurements \
+# (local-cuda0-llama-3-1-8b.toml). Here, all in one command (every file checked before any is written):
+#   dfvg-dse engines adopt FILES_AT/local-cuda0-*.toml --device h200 --out hwdb/measurements \
 #       --replace --note "nvidia-smi: $(cat FILES_AT/nvidia-smi.csv)"
 # then `dfvg-dse engines fit` and `dfvg-dse validate --anchors` (docs/engines.md records the figures).
 set -uo pipefail

@@ -150,20 +150,21 @@ def engines_fit(ctx, out_dir, as_json):
 
 
 @engines.command("adopt")
-@click.argument("rows_file", type=click.Path(dir_okay=False))
+@click.argument("rows_files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--device", "device_name", required=True,
               help="The catalog's GPU the rows were measured on (h200, h100-sxm ...): calibrate names it "
                    "local-cuda0.")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Folder of measurement files to write to: the shipped hwdb/measurements, or your own "
                    "--hwdb-dir's measurements/.")
-@click.option("--note", default="", help="Said in the file's notes: the GPU as nvidia-smi names it, its driver.")
-@click.option("--replace", is_flag=True, help="Overwrite a measurement file of the same id (a re-measurement).")
+@click.option("--note", default="", help="Said in the files' notes: the GPU as nvidia-smi names it, its driver.")
+@click.option("--replace", is_flag=True, help="Overwrite measurement files of the same ids (a re-measurement).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.pass_context
-def engines_adopt(ctx, rows_file, device_name, out_dir, note, replace, as_json):
-    """A `calibrate --torch-device` run's rows as a dataset source: the forwards on a grid fixed before
-    any fit (n 1-1024, c 0 and 2048, b 1 and 4), on a catalog GPU, as OUT/torch-GPU-calibrate-MODEL.toml."""
+def engines_adopt(ctx, rows_files, device_name, out_dir, note, replace, as_json):
+    """`calibrate --torch-device` runs' rows (one file a model, all on one GPU) as dataset sources: the
+    forwards on a grid fixed before any fit (n 1-1024, c 0 and 2048, b 1 and 4), on a catalog GPU, as
+    OUT/torch-GPU-calibrate-MODEL.toml. Every file is checked before any is written."""
     from dfvg_dse.catalog.measurements import measurement_document, read_measurements
     from dfvg_dse.specs import InputError
     from dfvg_dse.validation import torch_calibration as tc
@@ -172,20 +173,29 @@ def engines_adopt(ctx, rows_file, device_name, out_dir, note, replace, as_json):
     gpus = catalog.hw_names("gpu")
     if device_name not in gpus:
         raise InputError(f"--device {device_name!r}: allowed: a GPU of the catalog ({', '.join(gpus)})")
-    source, notes = tc.adopted_source(read_measurements(Path(rows_file)), catalog.device(device_name), note)
-    model, rows = source.rows[0].model, source.rows
-    document = measurement_document(source, notes)
-    target = Path(out_dir) / f"{source.id}.toml"
-    catalog.check_measurements(target, document)  # as the catalog will read it, before anything is written
-    if target.exists() and not replace:
-        raise InputError(f"{target}: exists; --replace overwrites it (a re-measurement of the same GPU and model)")
+    planned: dict[Path, tuple] = {}  # target -> (its run file, source, document)
+    for rows_file in rows_files:
+        source, notes = tc.adopted_source(read_measurements(Path(rows_file)), catalog.device(device_name), note)
+        document = measurement_document(source, notes)
+        target = Path(out_dir) / f"{source.id}.toml"
+        if target in planned:
+            raise InputError(f"{rows_file}: the same model on the same GPU as {Path(planned[target][0]).name} "
+                             f"(both would be {target.name}); adopt one run a model")
+        catalog.check_measurements(target, document)  # as the catalog will read it, before anything is written
+        if target.exists() and not replace:
+            raise InputError(f"{target}: exists; --replace overwrites it (a re-measurement of the same GPU and model)")
+        planned[target] = (rows_file, source, document)
     check_output_folder(out_dir, "--out")
-    write_toml_atomic(target, document)
+    adopted = []
+    for target, (_, source, document) in planned.items():
+        write_toml_atomic(target, document)
+        adopted.append({"written": str(target), "rows": len(source.rows), "model": source.rows[0].model})
     if as_json:
-        emit_json({"written": str(target), "rows": len(rows), "device": device_name, "model": model})
+        emit_json({"device": device_name, "adopted": adopted})
     else:
-        click.echo(f"wrote {target}: {len(rows)} forwards of {model} on {device_name}; refit with "
-                   "`dfvg-dse engines fit`")
+        for a in adopted:
+            click.echo(f"wrote {a['written']}: {a['rows']} forwards of {a['model']} on {device_name}")
+        click.echo("refit with `dfvg-dse engines fit`")
 
 
 def anchors_report(ctx, out: Path, as_json: bool, budgets: Budgets = Budgets()) -> None:

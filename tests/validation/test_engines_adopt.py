@@ -18,9 +18,9 @@ from dfvg_dse.validation.torch_calibration import DATASET_GRID, GRID, QUICK_GRID
 RUN_ID = "local-cuda0-llama-3-1-8b"
 
 
-def _run_rows(grid=GRID, model="llama-3.1-8b", engine="torch", phase="forward", device="local-cuda0"):
+def _run_rows(grid=GRID, model="llama-3.1-8b", engine="torch", phase="forward", device="local-cuda0", run_id=RUN_ID):
     """One row per grid point, its time a function of the point so that a mix-up shows."""
-    return [ForwardMeasurement(RUN_ID, f"n={n}, c={c}, b={b}", engine, device, model, "bfloat16", b, phase,
+    return [ForwardMeasurement(run_id, f"n={n}, c={c}, b={b}", engine, device, model, "bfloat16", b, phase,
                                c, n, "ms", 1.0 + n * b / 100 + c / 1e4, kv_dtype="bfloat16")
             for n, c, b in itertools.product(grid["tokens"], grid["contexts"], grid["batches"])]
 
@@ -30,9 +30,9 @@ def _mixed(rows, **change):
     return rows[:-1] + [dataclasses.replace(rows[-1], **change)]
 
 
-def _write_run(folder, rows, engine="torch"):
-    path = folder / f"{RUN_ID}.toml"
-    source = MeasurementSource(RUN_ID, "forward", "layer microbenchmarks of llama-3.1-8b",
+def _write_run(folder, rows, engine="torch", run_id=RUN_ID):
+    path = folder / f"{run_id}.toml"
+    source = MeasurementSource(run_id, "forward", "layer microbenchmarks of llama-3.1-8b",
                                "local: dfvg-dse calibrate --torch-device cuda:0 on host, 2026-12-05 10:00 UTC",
                                engine, "2.11.0+cu130", "2026-12", tuple(rows))
     write_toml_atomic(path, measurement_document(source))
@@ -61,13 +61,32 @@ def test_a_dataset_grid_run_is_adopted_whole(run, tmp_path):
     assert len(source.rows) == 24 and "24 of the 24 the run timed" in (out / f"{source.id}.toml").read_text()
 
 
+def test_several_runs_are_adopted_together_or_not_at_all(run, tmp_path):
+    # what gpu_recalibrate.sh brings back: a run a model, adopted in one command
+    qwen = "local-cuda0-qwen3-8b"
+    paths = [_write_run(tmp_path, _run_rows(DATASET_GRID)),
+             _write_run(tmp_path, _run_rows(DATASET_GRID, model="qwen3-8b", run_id=qwen), run_id=qwen)]
+    out = tmp_path / "hwdb" / "measurements"
+    bad = _write_run(tmp_path, _run_rows(QUICK_GRID, model="llama-2-7b", run_id="bad"), run_id="bad")
+    one_line_error(run("engines", "adopt", *map(str, paths), str(bad), "--device", "h200", "--out", str(out)),
+                   "bad.toml", "missing")
+    assert not out.exists()  # the good files are not written when one is refused
+    one_line_error(run("engines", "adopt", str(paths[0]), str(paths[0]), "--device", "h200", "--out", str(out)),
+                   "the same model on the same GPU")
+    result = run("engines", "adopt", *map(str, paths), "--device", "h200", "--out", str(out), "--json")
+    assert result.exit_code == 0, result.stderr
+    assert [(a["model"], a["rows"]) for a in json.loads(result.stdout)["adopted"]] == [("llama-3.1-8b", 24), ("qwen3-8b", 24)]
+    ids = {s.id for s in Catalog.open(hwdb_dir=tmp_path / "hwdb").measurements()}
+    assert {"torch-h200-calibrate-llama-3-1-8b", "torch-h200-calibrate-qwen3-8b"} <= ids
+
+
 def test_adopted_rows_are_a_source_the_catalog_reads(run, tmp_path):
     path = _write_run(tmp_path, _run_rows())
     out = tmp_path / "hwdb" / "measurements"
     result = run("engines", "adopt", str(path), "--device", "h200", "--out", str(out), "--note", "driver 580", "--json")
     assert result.exit_code == 0, result.stderr
     record = json.loads(result.stdout)
-    assert record["rows"] == 24 and record["device"] == "h200" and record["model"] == "llama-3.1-8b"
+    assert record["device"] == "h200" and [(a["rows"], a["model"]) for a in record["adopted"]] == [(24, "llama-3.1-8b")]
     catalog = Catalog.open(hwdb_dir=tmp_path / "hwdb")
     source = next(s for s in catalog.measurements() if s.id == "torch-h200-calibrate-llama-3-1-8b")
     assert source.engine == "torch" and len(source.rows) == 24 and "NVIDIA H200" in source.title
