@@ -94,12 +94,19 @@ def engines_list(ctx, as_json):
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.pass_context
 def engines_show(ctx, name, as_json):
-    """Show one engine profile: efficiencies per weight class, overheads, device-class factors."""
-    profile, data = catalog_of(ctx).engine_entry(name)
+    """Show one engine profile: the sources it was fitted to and their engine versions, efficiencies per
+    weight class, overheads, device-class factors."""
+    catalog = catalog_of(ctx)
+    profile, data = catalog.engine_entry(name)
+    fitted_sources = data.get("fitted", {}).get("sources", [])
+    versions = {s.id: s.engine_version for s in catalog.measurements() if s.id in fitted_sources}
     if as_json:
-        emit_json(data)
+        emit_json({**data, "source_versions": versions})
         return
     click.echo(f"{name}: {data.get('display_name', name)}; {profile.source}")
+    if versions and name != GENERIC:  # the releases a user's own deployment should be compared with
+        emit_table([[source, versions[source]] for source in fitted_sources if source in versions],
+                   ["fitted to source", "engine version (as the source states it)"])
     click.echo(f"overhead {profile.forward_overhead_s * 1e6:.1f} us per forward + {profile.layer_overhead_s * 1e6:.2f} us "
                f"per layer (overlapping the kernels at q = {profile.host_overlap:.2f}) + {profile.sequence_overhead_s * 1e6:.2f} us "
                "per sequence of the batch; small GEMMs at "

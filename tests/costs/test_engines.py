@@ -486,3 +486,18 @@ def test_the_per_head_attention_fact_reads_back_and_a_bad_one_is_one_line(tmp_pa
     assert vllm.per_head_attention == ("fp8",)
     assert "selector.py" in catalog.engine_entry("vllm")[1]["per_head_attention"]["source"]
     assert all(catalog.engine(e).per_head_attention == () for e in ("trtllm", "sglang", "llama.cpp", "gpt-fast", "hf"))
+
+
+def test_show_names_the_sources_and_engine_versions_a_profile_was_fitted_to(run, catalog):
+    # a user compares their deployment's release with the ones the profile describes
+    shown = run("engines", "show", "trtllm")
+    assert shown.exit_code == 0, shown.stderr
+    fitted = catalog.engine_entry("trtllm")[1]["fitted"]["sources"]
+    by_id = {s.id: s for s in catalog.measurements()}
+    assert len(fitted) == 5
+    for source in fitted:  # every source's line carries its stated version, read from its own file
+        line = next(x for x in shown.stdout.splitlines() if x.startswith(source + " "))
+        assert by_id[source].engine_version in line and by_id[source].engine == "trtllm"
+    record = json.loads(run("engines", "show", "vllm", "--json").stdout)
+    assert record["source_versions"] == {s: by_id[s].engine_version for s in record["fitted"]["sources"]}
+    assert "fitted to source" not in run("engines", "show", "sglang").stdout  # borrowed: no rows of its own
