@@ -287,6 +287,15 @@ def emit_warnings(warnings) -> None:
                    "every warning with its point)", err=True)
 
 
+def emit_issues(issues) -> None:
+    """Fit issues (validation/calibrate.FitIssue) in text mode: suspect fits first, one line each, then
+    the warnings (stderr)."""
+    for issue in issues:
+        if issue.suspect:
+            click.echo(f"suspect: {issue.message}", err=True)
+    emit_warnings(i.message for i in issues if not i.suspect)
+
+
 class ProgressLine:
     """Progress of long work on one line of stderr, rewritten in place ("validate: 5/17 prompt 1/8
     chain:4 overlap [12 s]"), and cleared when the work ends. Silent unless enabled (not --json)

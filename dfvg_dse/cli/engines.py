@@ -12,7 +12,7 @@ import numpy as np
 from dfvg_dse.catalog import Catalog
 from dfvg_dse.catalog.engines import PER_HEAD, PER_HEAD_DEFAULT, engine_document
 from dfvg_dse.catalog.lookup import ROOFLINE, write_toml_atomic
-from dfvg_dse.cli._base import catalog_of, cli, emit_json, emit_table
+from dfvg_dse.cli._base import catalog_of, cli, emit_issues, emit_json, emit_table, emit_warnings
 from dfvg_dse.export import write_plot, write_records
 from dfvg_dse.files import check_output_folder
 from dfvg_dse.report.plots import plot_fidelity
@@ -260,6 +260,16 @@ def _local_name(device: str) -> str:
     return "local-" + "".join(c for c in device.lower() if c.isalnum())
 
 
+def _announce_long_run(device: str, model_name: str, seconds: float) -> None:
+    """A warning before forwards that take more than LONG_RUN_S at the device's measured roofline."""
+    from dfvg_dse.validation import torch_calibration as tc
+
+    if seconds > tc.LONG_RUN_S:
+        emit_warnings([f"calibrate --torch-device {device}: {model_name}'s forwards take at least {seconds / 60:.1f} "
+                       "min here (the grid at this device's measured peak and bandwidth, before an eager host's "
+                       "time); --quick, --dataset-grid or a smaller --model is shorter"])
+
+
 def torch_calibrate(ctx, device: str, model_name: str, dtype: str, quick: bool, out: Path, as_json: bool,
                     dataset_grid: bool = False) -> None:
     """calibrate --torch-device: the device's entry, its engine profile and its rows under OUT/hwdb."""
@@ -287,7 +297,8 @@ def torch_calibrate(ctx, device: str, model_name: str, dtype: str, quick: bool, 
     name, kind = _local_name(device), "gpu" if device.startswith("cuda") else "cpu"
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     with progress_line(f"calibrate --torch-device {device}", as_json) as progress:
-        measured = tc.measure(model, device, dtype, quick, 0, lambda step: progress(0, 2, step), dataset_grid)
+        measured = tc.measure(model, device, dtype, quick, 0, lambda step: progress(0, 2, step), dataset_grid,
+                              lambda seconds: _announce_long_run(device, model_name, seconds))
     import torch as _torch
 
     display = _torch.cuda.get_device_name(device) if kind == "gpu" else f"{platform.processor() or 'CPU'} (torch)"
@@ -306,6 +317,7 @@ def torch_calibrate(ctx, device: str, model_name: str, dtype: str, quick: bool, 
     text = (f"fitted by `dfvg-dse calibrate --torch-device {device}` ({stamp}) to {len(rows)} forwards of "
             f"{model_name} ({dtype}; {tc.method_text(measured, model_name)}) on {display}")
     profile, errors = tc.fit_device(rows, model, spec, profile_name, text)
+    issues = tc.fit_issues(profile_name, errors)
     documents = (
         (hwdb / "engines" / f"{profile_name}.toml",
          engine_document(profile, f"torch eager on {display}", {"rows": len(rows), "sources": [source_id]},
@@ -329,10 +341,11 @@ def torch_calibrate(ctx, device: str, model_name: str, dtype: str, quick: bool, 
     record = {"device": name, "engine": profile_name, "rows": len(rows), "peak_flops_per_s": measured.peak_flops_per_s,
               "bandwidth_bytes_per_s": measured.bandwidth_bytes_per_s,
               "median_abs_error": float(np.median(np.abs(errors))), "p90_abs_error": float(np.percentile(np.abs(errors), 90)),
-              "written": written}
+              "written": written, "warnings": [i.message for i in issues]}
     if as_json:
         emit_json(record)
     else:
+        emit_issues(issues)
         click.echo(f"{name}: {measured.peak_flops_per_s / 1e12:.3g} TFLOP/s ({dtype} matmul), "
                    f"{measured.bandwidth_bytes_per_s / 1e9:.3g} GB/s (copy); profile {profile_name} fitted to "
                    f"{len(rows)} forwards, median |error| {record['median_abs_error']:.1%}, 90th percentile "

@@ -11,7 +11,7 @@ import click
 
 from dfvg_dse.catalog.hwdocs import core_document, link_document
 from dfvg_dse.catalog.lookup import write_toml_atomic
-from dfvg_dse.cli._base import (FiniteFloatRange, catalog_of, cli, emit_json, emit_table, emit_warnings, progress_line,
+from dfvg_dse.cli._base import (FiniteFloatRange, catalog_of, cli, emit_issues, emit_json, emit_table, progress_line,
                                 refuse_unused)
 from dfvg_dse.cli.reference import _load_pair, backend_options
 from dfvg_dse.specs import InputError
@@ -143,13 +143,6 @@ def _calibration_record(result: Calibration) -> dict:
             "suspect": [i.message for i in result.issues if i.suspect], "warnings": [i.message for i in result.issues]}
 
 
-def _emit_issues(issues) -> None:
-    """Text mode: suspect fits first, one line each, then the warnings (stderr)."""
-    for issue in issues:
-        if issue.suspect:
-            click.echo(f"suspect: {issue.message}", err=True)
-    emit_warnings(i.message for i in issues if not i.suspect)
-
 
 @cli.command("calibrate")
 @click.option("--quick", is_flag=True, help="Fewer pipe repeats (CI); with --torch-device, a smaller grid.")
@@ -210,7 +203,7 @@ def calibrate_cmd(ctx, quick, count, torch_device, model_name, dataset_grid, dty
         click.echo(f"acceptance: greedy p = {[round(p, 3) for p in record['greedy_p']]}, "
                    f"T=0.8 p = {[round(p, 3) for p in record['sampled_p']]}")
         click.echo(f"wrote {', '.join(record['written'])} (use --hwdb-dir {Path(out_dir) / 'hwdb'})")
-        _emit_issues(result.issues)
+        emit_issues(result.issues)
     if record["suspect"]:
         if not as_json:
             click.echo(f"calibration suspect: {len(record['suspect'])} fit(s) above; the files are marked SUSPECT",
@@ -304,7 +297,7 @@ def validate_cmd(ctx, quick, count, with_anchors, median_budget, p90_budget, spe
                                                         f"{r['error_tokens_per_round_bursty']:+.1%}" for r in static))
         click.echo(f"wrote {out}/validation.csv, validation.md, validation.png"
                    + (", anchors.csv" if anchors else "") + f" and the calibration under {out}/calibration")
-        _emit_issues(issues)
+        emit_issues(issues)
         verdict = "passed" if result["passed"] else "FAILED"
         if result["calibration_suspect"]:
             verdict += f" (calibration suspect: {len(result['suspect'])} fit(s) above)"

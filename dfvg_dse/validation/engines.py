@@ -320,7 +320,7 @@ def fit_engines(f: Features) -> EngineFit:
     eager engines' host-bound rows never move another engine's parameters (issue 14)."""
     engines = tuple(sorted(set(f.engine)))
     classes = tuple(sorted(set(f.weight_class) | set(f.kv_class) | {"16bit"}))
-    device_classes = tuple(sorted(set(f.device_class)))
+    device_classes = tuple(sorted(set(f.device_class) - {""}))  # a device of no class (a calibrated one) is unscaled
     lay = _Layout(engines, classes, device_classes)
     centre, spread = _pooled_prior(lay)
     eager = np.array([e in EAGER_ENGINES for e in f.engine])

@@ -16,9 +16,11 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from dfvg_dse.costs.work import forward_work
 from dfvg_dse.specs import DeviceSpec, InputError, ModelSpec
 from dfvg_dse.specs.engines import EngineProfile
 from dfvg_dse.specs.measurements import ForwardMeasurement, MeasurementSource
+from dfvg_dse.validation.calibrate import FitIssue, rms_issues
 from dfvg_dse.validation.engines import features, fit_engines
 
 ENGINE = "torch"
@@ -31,6 +33,8 @@ QUICK_GRID = {"tokens": (1, 4, 16, 64), "contexts": (0, 256), "batches": (1, 2)}
 # of the same shapes up to 1.6x (docs/engines.md)
 LAYERS = 8
 QUICK_LAYERS = 2
+WARMUP = 2  # untimed calls before each forward's timings
+LONG_RUN_S = 120.0  # a run whose forwards alone take longer is announced before they start
 # The forwards of a run that join the shipped dataset (`engines adopt`): a grid fixed before any fit, so that
 # one device's 99 forwards a model do not outweigh the published sources (docs/engines.md, 2026-12-04)
 DATASET_GRID = {"tokens": (1, 4, 16, 64, 256, 1024), "contexts": (0, 2048), "batches": (1, 4)}
@@ -56,19 +60,40 @@ class TorchCalibration(NamedTuple):
     in_sample_errors: np.ndarray  # predicted / measured - 1, per row
 
 
+def timings(quick: bool) -> tuple[int, int]:
+    """(repeats, warm-up calls) of each forward."""
+    return (3 if quick else 5), WARMUP
+
+
+def roofline_seconds(model: ModelSpec, grid: dict, peak_flops_per_s: float, bandwidth_bytes_per_s: float,
+                     calls: int) -> float:
+    """A floor on the forwards' time: each of the grid's forwards `calls` times at the slower of its
+    FLOPs at the measured peak and its bytes at the measured bandwidth (an eager host adds to it)."""
+    total = 0.0
+    for n, c, b in itertools.product(grid["tokens"], grid["contexts"], grid["batches"]):
+        work = forward_work(model, n, c, b)
+        total += max((work.linear_flops + work.attention_flops) / peak_flops_per_s,
+                     (work.weight_bytes + work.kv_read_bytes + work.kv_write_bytes) / bandwidth_bytes_per_s)
+    return calls * total
+
+
 def measure(model: ModelSpec, device: str, dtype: str, quick: bool, seed: int,
-            progress: Callable[[str], None] = lambda _: None, dataset_only: bool = False) -> Measured:
-    """Run the microbenchmarks (torch needed: pip install '.[hf]') over grid_of's forwards."""
+            progress: Callable[[str], None] = lambda _: None, dataset_only: bool = False,
+            notice: Callable[[float], None] = lambda _: None) -> Measured:
+    """Run the microbenchmarks (torch needed: pip install '.[hf]') over grid_of's forwards; `notice`
+    hears roofline_seconds' floor on the forwards' time before they start."""
     from dfvg_dse.reference import torch_bench
 
     grid = grid_of(quick, dataset_only)
+    repeats, warmup = timings(quick)
     progress("peak and bandwidth")
     peak = torch_bench.peak_matmul_flops_per_s(device, dtype)
     bandwidth = torch_bench.copy_bandwidth_bytes_per_s(device)
+    notice(roofline_seconds(model, grid, peak, bandwidth, repeats + warmup))
     progress("whole-model forwards")
     records = torch_bench.benchmark(model, device, dtype, list(grid["tokens"]), list(grid["contexts"]),
                                     list(grid["batches"]), layers=QUICK_LAYERS if quick else LAYERS,
-                                    repeats=3 if quick else 5, seed=seed)
+                                    repeats=repeats, seed=seed, warmup=warmup)
     return Measured(peak, bandwidth, records)
 
 
@@ -95,6 +120,13 @@ def fit_device(measurement_rows: list[ForwardMeasurement], model: ModelSpec, dev
     profile = fitted.profile(ENGINE, source_text)
     profile = dataclasses.replace(profile, name=profile_name)
     return profile, fitted.predict(f) / f.measured_s - 1.0
+
+
+def fit_issues(profile_name: str, errors: np.ndarray) -> list[FitIssue]:
+    """The device's own fit judged as calibrate judges a core's (validation/calibrate.rms_issues): its
+    in-sample rms relative error past 25% is a warning, past 50% suspect. A busy machine scatters the
+    timings of the same shapes; the fit then describes none of them."""
+    return rms_issues(profile_name, float(np.sqrt(np.mean(np.square(errors)))))
 
 
 def dataset_rows(measured_rows: list[ForwardMeasurement], device_name: str,

@@ -34,6 +34,7 @@ def test_the_files_read_back_and_price_the_device(calibrated):
     catalog = Catalog.open(hwdb_dir=out / "hwdb")
     device = catalog.device("local-cpu")
     assert device.engine is not None and device.engine.name == "torch-local-cpu" == record["engine"]
+    assert device.engine.device_scales == ()  # the device is its own class: no class factors to fit
     assert device.peak_for("fp32") == pytest.approx(record["peak_flops_per_s"], rel=1e-3)
     source = next(s for s in catalog.measurements() if s.id == "local-cpu-llama-68m")
     assert len(source.rows) == record["rows"] == 16 and {r.phase for r in source.rows} == {"forward"}
@@ -52,25 +53,34 @@ def test_a_device_torch_does_not_know_is_one_line(run, tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+def _fake_device(monkeypatch, peak_flops_per_s, bandwidth_bytes_per_s, seconds, distinct=2):
+    """torch_bench's timings replaced (test_torch_bench times real forwards): the measured peak and
+    bandwidth, and each forward's seconds(i, n, c, b); returns the grids benchmark was asked for."""
+    from dfvg_dse.reference import torch_bench
+
+    asked = []
+
+    def fake_benchmark(model, device, dtype, tokens, contexts, batches, layers, repeats, seed, warmup):
+        asked.append((tokens, contexts, batches))
+        points = [(n, c, b) for n in tokens for c in contexts for b in batches]
+        return [{"tokens": n, "context": c, "batch": b, "layers": distinct, "depth": model.n_layers,
+                 "seconds": seconds(i, n, c, b)} for i, (n, c, b) in enumerate(points)]
+
+    monkeypatch.setattr(torch_bench, "peak_matmul_flops_per_s", lambda *a, **k: peak_flops_per_s)
+    monkeypatch.setattr(torch_bench, "copy_bandwidth_bytes_per_s", lambda *a, **k: bandwidth_bytes_per_s)
+    monkeypatch.setattr(torch_bench, "benchmark", fake_benchmark)
+    return asked
+
+
 def test_the_dataset_grid_times_only_what_adopt_keeps(run, tmp_path, monkeypatch):
     # the GPU loan's re-measurement (benchmarks/gpu_recalibrate.sh): only the 24 forwards `engines adopt` keeps;
     # the timing itself is replaced here (test_torch_bench times real forwards), what is asked and written is checked
     import itertools
 
     from dfvg_dse.catalog import Catalog
-    from dfvg_dse.reference import torch_bench
     from dfvg_dse.validation.torch_calibration import DATASET_GRID
 
-    asked = []
-
-    def fake_benchmark(model, device, dtype, tokens, contexts, batches, layers, repeats, seed):
-        asked.append((tokens, contexts, batches))
-        return [{"tokens": n, "context": c, "batch": b, "layers": 1, "depth": model.n_layers,
-                 "seconds": 1e-3 * (1 + n * b / 64 + c / 4096)} for n in tokens for c in contexts for b in batches]
-
-    monkeypatch.setattr(torch_bench, "peak_matmul_flops_per_s", lambda *a, **k: 1e12)
-    monkeypatch.setattr(torch_bench, "copy_bandwidth_bytes_per_s", lambda *a, **k: 1e11)
-    monkeypatch.setattr(torch_bench, "benchmark", fake_benchmark)
+    asked = _fake_device(monkeypatch, 1e12, 1e11, lambda i, n, c, b: 1e-3 * (1 + n * b / 64 + c / 4096), distinct=1)
     result = run("calibrate", "--torch-device", "cpu", "--model", "llama-68m", "--dataset-grid", "--dtype", "float32",
                  "--out", str(tmp_path / "o"))
     assert result.exit_code == 0, result.output
@@ -88,3 +98,30 @@ def test_the_dataset_grid_times_only_what_adopt_keeps(run, tmp_path, monkeypatch
 def test_the_dataset_grid_only_with_a_full_torch_run(run, tmp_path, args, named):
     one_line_error(run("calibrate", *args, "--out", str(tmp_path / "o")), named)
     assert not (tmp_path / "o").exists()
+
+
+def test_a_long_run_is_announced_and_a_scattered_fit_is_a_warning(run, tmp_path, monkeypatch):
+    # a slow device (1 GFLOP/s, 1 GB/s as measured) and timings that scatter 10x between neighbours, as on a
+    # busy machine: a warning before the forwards, and one on the fit; the files are written all the same
+    _fake_device(monkeypatch, 1e9, 1e9, lambda i, n, c, b: 1e-3 * (10 if i % 2 else 1))
+    result = run("calibrate", "--torch-device", "cpu", "--model", "llama-68m", "--quick", "--dtype", "float32",
+                 "--out", str(tmp_path / "o"))
+    assert result.exit_code == 0, result.output
+    assert "warning: calibrate --torch-device cpu: llama-68m's forwards take at least" in result.stderr
+    assert "torch-local-cpu: rms relative error" in result.stderr
+    assert (tmp_path / "o" / "hwdb" / "engines" / "torch-local-cpu.toml").exists()
+
+
+def test_the_roofline_floor_of_a_run_is_its_forwards_at_the_measured_rates():
+    # independent of forward_work: a decode step of llama-3.1-8b reads its weights once (2 bytes each) and a
+    # 64-token prefill does 2 FLOPs per parameter per token, at 1e12 FLOP/s and 1e9 B/s the weights win
+    from dfvg_dse.catalog import Catalog
+    from dfvg_dse.costs.work import param_counts
+    from dfvg_dse.validation.torch_calibration import roofline_seconds
+
+    model = Catalog.open().model("llama-3.1-8b").with_dtypes("bfloat16", "bfloat16")
+    weights = param_counts(model).read_per_forward  # every layer and the LM head; the embedding is gathered
+    one = roofline_seconds(model, {"tokens": (1,), "contexts": (0,), "batches": (1,)}, 1e12, 1e9, calls=1)
+    assert one == pytest.approx(2 * weights / 1e9, rel=0.02)
+    compute = roofline_seconds(model, {"tokens": (4096,), "contexts": (0,), "batches": (1,)}, 1e12, 1e12, calls=3)
+    assert compute == pytest.approx(3 * 2 * weights * 4096 / 1e12, rel=0.15)  # + attention's FLOPs at 4096 tokens
