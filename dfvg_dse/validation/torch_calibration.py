@@ -34,7 +34,7 @@ QUICK_GRID = {"tokens": (1, 4, 16, 64), "contexts": (0, 256), "batches": (1, 2)}
 LAYERS = 8
 QUICK_LAYERS = 2
 WARMUP = 2  # untimed calls before each forward's timings
-LONG_RUN_S = 120.0  # a run whose forwards alone take longer is announced before they start
+LONG_RUN_S = 60.0  # a run whose forwards alone take longer is announced before they start
 # The forwards of a run that join the shipped dataset (`engines adopt`): a grid fixed before any fit, so that
 # one device's 99 forwards a model do not outweigh the published sources (docs/engines.md, 2026-12-04)
 DATASET_GRID = {"tokens": (1, 4, 16, 64, 256, 1024), "contexts": (0, 2048), "batches": (1, 4)}
