@@ -33,7 +33,9 @@ from dfvg_dse.validation.engines import POOLED, EngineFit, features, fit_engines
 # Next: `calibrate --torch-device cuda:0` on a real GPU to replace the 2026-12-04 H200 rows, which
 # timed 2 layers and scatter 1.6x at n <= 64, with whole-model forwards (reference/torch_bench.benchmark;
 # benchmarks/torch_bench_depth.py): benchmarks/gpu_recalibrate.sh is the device check (--dataset-grid, all
-# six models in one call), `engines adopt --replace` takes its rows in;
+# six models in one call, with the rotary embedding and HF's masked-GQA attention), `engines adopt
+# FILES_AT/local-cuda0-*.toml --device h200 --replace` takes all six in (a dry run from the shipped rows
+# gives the same profiles), then `engines fit` and `validate --anchors`;
 # sources tried and not shipped wait in hwdb/candidates/ (docs/engines.md, seventh step): a third HF A100
 # prefill source would decide optimum-benchmark's; then a profile per engine release, which vLLM #9471
 # (v0.6.4, multi-step scheduling) and llama.cpp's micro-batch tables (PRs #7676, #15131: 1-512 tokens
