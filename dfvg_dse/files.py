@@ -82,6 +82,41 @@ def atomic_write(path: Path, write) -> Path:
     return path
 
 
+def atomic_write_all(items) -> list[Path]:
+    """Write several plain files all or none: each write(tmp_path) of `items` ((path, write) pairs) to a
+    temporary file beside its path first, and only when every one succeeded the renames, one after
+    another. A folder in the way, a place that cannot be written or a write that fails is one
+    InputError naming that file, with no temporary left and no file of the set replaced. One file is
+    atomic_write's (a device or a pipe written in place)."""
+    items = list(items)
+    if len(items) == 1:
+        return [atomic_write(*items[0])]
+    staged: list[tuple[str, Path]] = []
+    try:
+        for path, write in items:
+            path = Path(path)
+            if path.is_dir():
+                raise InputError(f"{path}: a folder is in the way of this file")
+            final = Path(os.path.realpath(path)) if path.is_symlink() else path
+            try:
+                final.parent.mkdir(parents=True, exist_ok=True)
+                handle, tmp = tempfile.mkstemp(dir=final.parent, prefix=f".{final.name}.{os.getpid()}.",
+                                               suffix=final.suffix)
+                os.close(handle)
+                staged.append((tmp, final))
+                write(Path(tmp))
+                os.chmod(tmp, 0o666 & ~current_umask())
+            except (OSError, UnicodeEncodeError) as err:
+                raise _cannot_write(path, err) from None
+    except BaseException:
+        for tmp, _ in staged:
+            _remove(tmp)
+        raise
+    for tmp, final in staged:
+        os.replace(tmp, final)
+    return [final for _, final in staged]
+
+
 def _remove(tmp: str) -> None:
     with contextlib.suppress(OSError):  # the folder may have become unwritable too; the first error is the one to show
         os.unlink(tmp)

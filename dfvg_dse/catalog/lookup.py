@@ -36,7 +36,7 @@ from dfvg_dse.catalog.profiles import parse_profile, profile_document, read_tree
 from dfvg_dse.catalog.studies import check_study
 from dfvg_dse.catalog.traces import read_trace_file
 from dfvg_dse.catalog.workloads import read_workload, workload_names
-from dfvg_dse.files import atomic_write, path_text
+from dfvg_dse.files import atomic_write_all, path_text
 from dfvg_dse.specs import (AcceptanceProfile, CalibrationDefaults, DeviceSpec, InputError, LinkSpec, ModelSpec,
                             SpecError)
 from dfvg_dse.specs.hardware import shorten
@@ -544,12 +544,18 @@ class Catalog(HeadLookup):
         return target, spec
 
 
-def write_toml_atomic(path: Path, document: dict) -> None:
-    """Write a TOML document through a temporary file and a rename, so no half file is left."""
+def write_toml_documents(documents) -> None:
+    """Write (path, document) pairs as TOML through temporary files and renames, all or none
+    (files.atomic_write_all), so no half file and no half set is left."""
     import tomli_w  # only the import path writes TOML
 
-    text = tomli_w.dumps(document)
     try:  # encoded inside the writer: text that is not valid Unicode becomes the same one-line error
-        atomic_write(path, lambda tmp: tmp.write_bytes(text.encode("utf-8")))
+        atomic_write_all([(path, lambda tmp, text=tomli_w.dumps(doc): tmp.write_bytes(text.encode("utf-8")))
+                          for path, doc in documents])
     except InputError as err:  # cannot be made or written, or failed half-way: a catalog problem, one line
         raise CatalogError(str(err)) from None
+
+
+def write_toml_atomic(path: Path, document: dict) -> None:
+    """Write one TOML document (write_toml_documents)."""
+    write_toml_documents([(path, document)])

@@ -280,11 +280,18 @@ MAX_WARNINGS_SHOWN = 5  # a sweep over many points warns once per kind of proble
 def emit_warnings(warnings) -> None:
     """Warnings on stderr, one line each, the first MAX_WARNINGS_SHOWN distinct ones (--json keeps all)."""
     distinct = list(dict.fromkeys(warnings))
+    if distinct:
+        ProgressLine.clear_shown()  # a warning in the middle of long work starts its own line
     for warning in distinct[:MAX_WARNINGS_SHOWN]:
         click.echo(f"warning: {warning}", err=True)
     if len(distinct) > MAX_WARNINGS_SHOWN:
         click.echo(f"warning: ... and {len(distinct) - MAX_WARNINGS_SHOWN:,} more like these (--json lists "
                    "every warning with its point)", err=True)
+
+
+def issue_marks(issues) -> str:
+    """The issues of one fit, appended to the source of every value it wrote."""
+    return "".join(f"; {'SUSPECT' if i.suspect else 'WARNING'}: {i.message}" for i in issues)
 
 
 def emit_issues(issues) -> None:

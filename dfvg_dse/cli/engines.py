@@ -11,8 +11,8 @@ import numpy as np
 
 from dfvg_dse.catalog import Catalog
 from dfvg_dse.catalog.engines import PER_HEAD, PER_HEAD_DEFAULT, engine_document
-from dfvg_dse.catalog.lookup import ROOFLINE, write_toml_atomic
-from dfvg_dse.cli._base import catalog_of, cli, emit_issues, emit_json, emit_table, emit_warnings
+from dfvg_dse.catalog.lookup import ROOFLINE, write_toml_atomic, write_toml_documents
+from dfvg_dse.cli._base import catalog_of, cli, emit_issues, emit_json, emit_table, emit_warnings, issue_marks
 from dfvg_dse.export import write_plot, write_records
 from dfvg_dse.files import check_output_folder
 from dfvg_dse.report.plots import plot_fidelity
@@ -104,7 +104,7 @@ def engines_show(ctx, name, as_json):
         emit_json({**data, "source_versions": versions})
         return
     click.echo(f"{name}: {data.get('display_name', name)}; {profile.source}")
-    if versions and name != GENERIC:  # the releases a user's own deployment should be compared with
+    if versions:  # the releases a user's own deployment should be compared with
         emit_table([[source, versions[source]] for source in fitted_sources if source in versions],
                    ["fitted to source", "engine version (as the source states it)"])
     click.echo(f"overhead {profile.forward_overhead_s * 1e6:.1f} us per forward + {profile.layer_overhead_s * 1e6:.2f} us "
@@ -193,10 +193,9 @@ def engines_adopt(ctx, rows_files, device_name, out_dir, note, replace, as_json)
             raise InputError(f"{target}: exists; --replace overwrites it (a re-measurement of the same GPU and model)")
         planned[target] = (rows_file, source, document)
     check_output_folder(out_dir, "--out")
-    adopted = []
-    for target, (_, source, document) in planned.items():
-        write_toml_atomic(target, document)
-        adopted.append({"written": str(target), "rows": len(source.rows), "model": source.rows[0].model})
+    write_toml_documents((target, document) for target, (_, _, document) in planned.items())  # all or none
+    adopted = [{"written": str(target), "rows": len(source.rows), "model": source.rows[0].model}
+               for target, (_, source, _) in planned.items()]
     if as_json:
         emit_json({"device": device_name, "adopted": adopted})
     else:
@@ -260,14 +259,18 @@ def _local_name(device: str) -> str:
     return "local-" + "".join(c for c in device.lower() if c.isalnum())
 
 
-def _announce_long_run(device: str, model_name: str, seconds: float) -> None:
-    """A warning before forwards that take more than LONG_RUN_S at the device's measured roofline."""
+def _announce_long_run(device: str, model_name: str, seconds: float, quick: bool, announced: list[str]) -> None:
+    """A warning before forwards that take more than LONG_RUN_S at the device's measured roofline,
+    shown at once and kept in `announced` (the --json record's warnings)."""
     from dfvg_dse.validation import torch_calibration as tc
 
     if seconds > tc.LONG_RUN_S:
-        emit_warnings([f"calibrate --torch-device {device}: {model_name}'s forwards take at least {seconds / 60:.1f} "
-                       "min here (the grid at this device's measured peak and bandwidth, before an eager host's "
-                       "time); --quick, --dataset-grid or a smaller --model is shorter"])
+        shorter = ("a smaller --model" if quick else "--quick or a smaller --model") + (
+            ", or a GPU" if device == "cpu" else "")
+        announced.append(f"calibrate --torch-device {device}: {model_name}'s forwards take at least "
+                         f"{seconds / 60:.1f} min here (the grid at this device's measured peak and bandwidth, "
+                         f"before an eager host's time); {shorter} is shorter")
+        emit_warnings(announced[-1:])
 
 
 def torch_calibrate(ctx, device: str, model_name: str, dtype: str, quick: bool, out: Path, as_json: bool,
@@ -296,9 +299,10 @@ def torch_calibrate(ctx, device: str, model_name: str, dtype: str, quick: bool, 
     model = catalog.model(model_name).with_dtypes(dtype, dtype if dtype != "float32" else "float16")
     name, kind = _local_name(device), "gpu" if device.startswith("cuda") else "cpu"
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    announced: list[str] = []
     with progress_line(f"calibrate --torch-device {device}", as_json) as progress:
         measured = tc.measure(model, device, dtype, quick, 0, lambda step: progress(0, 2, step), dataset_grid,
-                              lambda seconds: _announce_long_run(device, model_name, seconds))
+                              lambda seconds: _announce_long_run(device, model_name, seconds, quick, announced))
     import torch as _torch
 
     display = _torch.cuda.get_device_name(device) if kind == "gpu" else f"{platform.processor() or 'CPU'} (torch)"
@@ -318,6 +322,7 @@ def torch_calibrate(ctx, device: str, model_name: str, dtype: str, quick: bool, 
             f"{model_name} ({dtype}; {tc.method_text(measured, model_name)}) on {display}")
     profile, errors = tc.fit_device(rows, model, spec, profile_name, text)
     issues = tc.fit_issues(profile_name, errors)
+    profile = dataclasses.replace(profile, source=profile.source + issue_marks(issues))  # as calibrate marks a core
     documents = (
         (hwdb / "engines" / f"{profile_name}.toml",
          engine_document(profile, f"torch eager on {display}", {"rows": len(rows), "sources": [source_id]},
@@ -331,17 +336,17 @@ def torch_calibrate(ctx, device: str, model_name: str, dtype: str, quick: bool, 
     parse_engine(documents[0][0], documents[0][1])
     parse_device(documents[1][0], documents[1][1], kind, catalog.defaults())
     parse_measurements(documents[2][0], documents[2][1])
-    written = []
-    for path, document in documents:
+    for path, _ in documents:
         check_output_folder(path.parent, "--out")
-        write_toml_atomic(path, document)
-        written.append(str(path))
+    write_toml_documents(documents)  # all or none
+    written = [str(path) for path, _ in documents]
     check = Catalog.open(hwdb_dir=hwdb)  # and the catalog finds them
     check.device(name), check.measurements()
     record = {"device": name, "engine": profile_name, "rows": len(rows), "peak_flops_per_s": measured.peak_flops_per_s,
               "bandwidth_bytes_per_s": measured.bandwidth_bytes_per_s,
               "median_abs_error": float(np.median(np.abs(errors))), "p90_abs_error": float(np.percentile(np.abs(errors), 90)),
-              "written": written, "warnings": [i.message for i in issues]}
+              "written": written, "suspect": [i.message for i in issues if i.suspect],
+              "warnings": announced + [i.message for i in issues]}
     if as_json:
         emit_json(record)
     else:
@@ -351,3 +356,7 @@ def torch_calibrate(ctx, device: str, model_name: str, dtype: str, quick: bool, 
                    f"{len(rows)} forwards, median |error| {record['median_abs_error']:.1%}, 90th percentile "
                    f"{record['p90_abs_error']:.1%}")
         click.echo(f"wrote {', '.join(written)}; use them with --hwdb-dir {hwdb} --device {name}")
+    if record["suspect"]:
+        if not as_json:
+            click.echo(f"calibration suspect: the fit above; {profile_name} is marked SUSPECT", err=True)
+        ctx.exit(1)

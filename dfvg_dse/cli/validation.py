@@ -11,8 +11,8 @@ import click
 
 from dfvg_dse.catalog.hwdocs import core_document, link_document
 from dfvg_dse.catalog.lookup import write_toml_atomic
-from dfvg_dse.cli._base import (FiniteFloatRange, catalog_of, cli, emit_issues, emit_json, emit_table, progress_line,
-                                refuse_unused)
+from dfvg_dse.cli._base import (FiniteFloatRange, catalog_of, cli, emit_issues, emit_json, emit_table, issue_marks,
+                                progress_line, refuse_unused)
 from dfvg_dse.cli.reference import _load_pair, backend_options
 from dfvg_dse.specs import InputError
 from dfvg_dse.specs.backend import pair_label, stage_backends
@@ -62,11 +62,6 @@ def _calibrate(ctx, quick: bool, count: int, progress, pair: str = "builtin:tiny
     return target, draft, text, specs, result, stamp
 
 
-def _marks(issues) -> str:
-    """The issues of one fit, appended to the source of every value it wrote."""
-    return "".join(f"; {'SUSPECT' if i.suspect else 'WARNING'}: {i.message}" for i in issues)
-
-
 def _issue_records(issues) -> list[dict]:
     return [{"fit": i.fit, "parameter": i.parameter, "value": i.value, "bound": i.bound, "severity": i.severity,
              "message": i.message} for i in issues]
@@ -78,13 +73,13 @@ def _write_calibration(out: Path, result: Calibration, stamp: str) -> list[Path]
                                    (1, result.draft_fit, result.peak_sources[1])):
         note = (f"{stamp} on {platform.node() or 'this machine'}, {'target forwards' if core == 0 else 'draft rounds'}; "
                 f"rms relative error {fit.rms_relative_error:.1%}, max {fit.max_relative_error:.1%} "
-                f"over {len(fit.residuals)} shapes{_marks(fit.issues)}")
+                f"over {len(fit.residuals)} shapes{issue_marks(fit.issues)}")
         document = core_document(fit.device, result.clock_hz, peak_source, note,
                                  platform.processor() or "local CPU")
         path = out / "hwdb" / "cpu" / f"local-core-{core}.toml"
         write_toml_atomic(path, document)
         written.append(path)
-    link_fit = f"{stamp}; rms relative error {result.link.rms_relative_error:.1%}{_marks(result.link.issues)}"
+    link_fit = f"{stamp}; rms relative error {result.link.rms_relative_error:.1%}{issue_marks(result.link.issues)}"
     path = out / "hwdb" / "link" / "local-pipe.toml"
     write_toml_atomic(path, link_document(result.link.link, link_fit))
     written.append(path)
@@ -141,7 +136,6 @@ def _calibration_record(result: Calibration) -> dict:
                                   "per_verified_token": result.sampled_extra_s[1] * 1e6}, "greedy_p": list(result.greedy_profile.rank_probs[:4]),
             "sampled_p": list(result.sampled_profile.rank_probs[:4]),
             "suspect": [i.message for i in result.issues if i.suspect], "warnings": [i.message for i in result.issues]}
-
 
 
 @cli.command("calibrate")

@@ -22,7 +22,7 @@ GQA = ModelSpec(name="tiny-gqa", family="qwen3", n_layers=4, d_model=64, n_heads
                 d_ffn=96, vocab_size=101, max_positions=512, qkv_bias=True, qk_norm=True)
 OPT = ModelSpec(name="tiny-opt", family="opt", n_layers=4, d_model=48, n_heads=4, n_kv_heads=4, head_dim=12,
                 d_ffn=80, vocab_size=97, max_positions=512, gated_ffn=False, qkv_bias=True, o_bias=True,
-                ffn_bias=True, norm="layer", d_embed=32, tied_embeddings=True)
+                ffn_bias=True, norm="layer", d_embed=32, tied_embeddings=True, learned_positions=514)  # no rotary
 WINDOW = dataclasses.replace(GQA, name="tiny-window", sliding_window=5, qkv_bias=False, qk_norm=False)
 MODELS = [GQA, OPT, WINDOW, dataclasses.replace(OPT, name="tiny-bare", norm_affine=False, final_norm=False)]
 

@@ -80,6 +80,24 @@ def test_several_runs_are_adopted_together_or_not_at_all(run, tmp_path):
     assert {"torch-h200-calibrate-llama-3-1-8b", "torch-h200-calibrate-qwen3-8b"} <= ids
 
 
+def test_a_write_that_fails_replaces_none_of_the_files(run, tmp_path):
+    # a re-measurement (--replace) of two models where the second file cannot be written: the first keeps
+    # its earlier content, so the dataset is never half new and half old
+    qwen = "local-cuda0-qwen3-8b"
+    paths = [_write_run(tmp_path, _run_rows(DATASET_GRID)),
+             _write_run(tmp_path, _run_rows(DATASET_GRID, model="qwen3-8b", run_id=qwen), run_id=qwen)]
+    out = tmp_path / "hwdb" / "measurements"
+    out.mkdir(parents=True)
+    earlier = out / "torch-h200-calibrate-llama-3-1-8b.toml"
+    earlier.write_text("an earlier adoption")
+    (out / "torch-h200-calibrate-qwen3-8b.toml").mkdir()  # in the way of the second file
+    one_line_error(run("engines", "adopt", *map(str, paths), "--device", "h200", "--out", str(out), "--replace"),
+                   "torch-h200-calibrate-qwen3-8b.toml", "folder")
+    assert earlier.read_text() == "an earlier adoption"
+    assert sorted(p.name for p in out.iterdir()) == ["torch-h200-calibrate-llama-3-1-8b.toml",
+                                                     "torch-h200-calibrate-qwen3-8b.toml"]  # no temporary left
+
+
 def test_adopted_rows_are_a_source_the_catalog_reads(run, tmp_path):
     path = _write_run(tmp_path, _run_rows())
     out = tmp_path / "hwdb" / "measurements"

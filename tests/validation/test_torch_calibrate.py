@@ -53,10 +53,12 @@ def test_a_device_torch_does_not_know_is_one_line(run, tmp_path):
     assert not (tmp_path / "o").exists()
 
 
-def _fake_device(monkeypatch, peak_flops_per_s, bandwidth_bytes_per_s, seconds, distinct=2):
+def _fake_device(monkeypatch, peak_flops_per_s, bandwidth_bytes_per_s, noise=lambda i: 1.0, distinct=2):
     """torch_bench's timings replaced (test_torch_bench times real forwards): the measured peak and
-    bandwidth, and each forward's seconds(i, n, c, b); returns the grids benchmark was asked for."""
+    bandwidth, and each forward at half of them plus 0.1 ms, times noise(i) (i: the forward's place in
+    the grid); returns the grids benchmark was asked for."""
     from dfvg_dse.reference import torch_bench
+    from dfvg_dse.validation.torch_calibration import roofline_seconds
 
     asked = []
 
@@ -64,7 +66,10 @@ def _fake_device(monkeypatch, peak_flops_per_s, bandwidth_bytes_per_s, seconds, 
         asked.append((tokens, contexts, batches))
         points = [(n, c, b) for n in tokens for c in contexts for b in batches]
         return [{"tokens": n, "context": c, "batch": b, "layers": distinct, "depth": model.n_layers,
-                 "seconds": seconds(i, n, c, b)} for i, (n, c, b) in enumerate(points)]
+                 "seconds": noise(i) * (1e-4 + 2 * roofline_seconds(model, {"tokens": (n,), "contexts": (c,),
+                                                                            "batches": (b,)},
+                                                                   peak_flops_per_s, bandwidth_bytes_per_s, 1))}
+                for i, (n, c, b) in enumerate(points)]
 
     monkeypatch.setattr(torch_bench, "peak_matmul_flops_per_s", lambda *a, **k: peak_flops_per_s)
     monkeypatch.setattr(torch_bench, "copy_bandwidth_bytes_per_s", lambda *a, **k: bandwidth_bytes_per_s)
@@ -80,7 +85,7 @@ def test_the_dataset_grid_times_only_what_adopt_keeps(run, tmp_path, monkeypatch
     from dfvg_dse.catalog import Catalog
     from dfvg_dse.validation.torch_calibration import DATASET_GRID
 
-    asked = _fake_device(monkeypatch, 1e12, 1e11, lambda i, n, c, b: 1e-3 * (1 + n * b / 64 + c / 4096), distinct=1)
+    asked = _fake_device(monkeypatch, 1e12, 1e11, distinct=1)
     result = run("calibrate", "--torch-device", "cpu", "--model", "llama-68m", "--dataset-grid", "--dtype", "float32",
                  "--out", str(tmp_path / "o"))
     assert result.exit_code == 0, result.output
@@ -100,16 +105,26 @@ def test_the_dataset_grid_only_with_a_full_torch_run(run, tmp_path, args, named)
     assert not (tmp_path / "o").exists()
 
 
-def test_a_long_run_is_announced_and_a_scattered_fit_is_a_warning(run, tmp_path, monkeypatch):
-    # a slow device (1 GFLOP/s, 1 GB/s as measured) and timings that scatter 10x between neighbours, as on a
-    # busy machine: a warning before the forwards, and one on the fit; the files are written all the same
-    _fake_device(monkeypatch, 1e9, 1e9, lambda i, n, c, b: 1e-3 * (10 if i % 2 else 1))
+@pytest.mark.parametrize("high, severity, exit_code", [(1.8, "warning", 0), (10.0, "suspect", 1)])
+def test_a_long_run_is_announced_and_a_scattered_fit_is_judged_as_calibrate_judges_a_core(
+        run, tmp_path, monkeypatch, high, severity, exit_code):
+    # a slow device (1 GFLOP/s, 1 GB/s as measured) and timings that alternate between 1 and `high` times their price, as
+    # on a busy machine: a warning before the forwards; the fit's rms past 25% a warning, past 50% suspect
+    # (exit 1, the profile marked SUSPECT); the files are written either way
+    from dfvg_dse.catalog import Catalog
+
+    _fake_device(monkeypatch, 1e9, 1e9, lambda i: high if i % 2 else 1.0)
+    out = tmp_path / "o"
     result = run("calibrate", "--torch-device", "cpu", "--model", "llama-68m", "--quick", "--dtype", "float32",
-                 "--out", str(tmp_path / "o"))
-    assert result.exit_code == 0, result.output
-    assert "warning: calibrate --torch-device cpu: llama-68m's forwards take at least" in result.stderr
-    assert "torch-local-cpu: rms relative error" in result.stderr
-    assert (tmp_path / "o" / "hwdb" / "engines" / "torch-local-cpu.toml").exists()
+                 "--out", str(out), "--json")
+    assert result.exit_code == exit_code, result.output
+    record = json.loads(result.stdout)
+    assert record["warnings"][0].startswith("calibrate --torch-device cpu: llama-68m's forwards take at least")
+    assert "a smaller --model, or a GPU is shorter" in record["warnings"][0]  # --quick given already
+    assert any(f"torch-local-cpu: rms relative error" in w for w in record["warnings"][1:])
+    assert bool(record["suspect"]) == (severity == "suspect")
+    profile = Catalog.open(hwdb_dir=out / "hwdb").engine("torch-local-cpu")
+    assert ("SUSPECT: " if severity == "suspect" else "WARNING: ") + "torch-local-cpu: rms" in profile.source
 
 
 def test_the_roofline_floor_of_a_run_is_its_forwards_at_the_measured_rates():
