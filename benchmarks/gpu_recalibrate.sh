@@ -21,8 +21,11 @@
 #   dfvg-dse engines adopt FILES_AT/local-cuda0-*.toml --device h200 --out hwdb/measurements \
 #       --replace --note "nvidia-smi: $(cat FILES_AT/nvidia-smi.csv)"
 # then `dfvg-dse engines fit` and `dfvg-dse validate --anchors` (docs/engines.md records the figures).
+# A dry run here, on the CPU and small models:
+#   OUT=/tmp/x TORCH_DEVICE=cpu DEPTH_MODEL=llama-68m bash benchmarks/gpu_recalibrate.sh llama-68m:float32
 set -uo pipefail
 out=${OUT:?"run through the device tool, which sets OUT"}
+device=${TORCH_DEVICE:-cuda:0}
 if [ $# -lt 1 ] || [ $# -gt 6 ]; then
     echo "name 1 to 6 models as MODEL:DTYPE (9 files come back: one a model, the GPU's line, the log, depth.txt)" >&2
     exit 2
@@ -43,15 +46,17 @@ for spec in "$@"; do
     model=${spec%%:*}
     dtype=${spec#*:}
     start=$(date +%s)
-    if python3 cli.py calibrate --torch-device cuda:0 --dataset-grid --model "$model" --dtype "$dtype" \
-            --out "/tmp/cal/$model" \
-            2>&1 | tee -a "$out/log.txt"; then
+    python3 cli.py calibrate --torch-device "$device" --dataset-grid --model "$model" --dtype "$dtype" \
+        --out "/tmp/cal/$model" 2>&1 | tee -a "$out/log.txt"
+    rc=${PIPESTATUS[0]}
+    # exit 1 is a suspect fit of the device's own profile: its rows are written and come back all the same
+    if compgen -G "/tmp/cal/$model/hwdb/measurements/*.toml" > /dev/null; then
         cp "/tmp/cal/$model"/hwdb/measurements/*.toml "$out/"
-        echo "$model $dtype: $(( $(date +%s) - start )) s" | tee -a "$out/log.txt"
+        echo "$model $dtype: exit $rc, $(( $(date +%s) - start )) s" | tee -a "$out/log.txt"
     else
-        echo "$model $dtype: FAILED after $(( $(date +%s) - start )) s (above)" | tee -a "$out/log.txt"
+        echo "$model $dtype: FAILED (exit $rc) after $(( $(date +%s) - start )) s (above)" | tee -a "$out/log.txt"
     fi
 done
 # the whole-depth timing against the old 2-layers-scaled one on this GPU (docs/engines.md, "Why whole forwards")
-python3 benchmarks/torch_bench_depth.py --device cuda:0 --model llama-3.1-8b 2>&1 | tee "$out/depth.txt" \
+python3 benchmarks/torch_bench_depth.py --device "$device" --model "${DEPTH_MODEL:-llama-3.1-8b}" 2>&1 | tee "$out/depth.txt" \
     || echo "torch_bench_depth FAILED (above)" | tee -a "$out/log.txt"
