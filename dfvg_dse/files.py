@@ -58,25 +58,16 @@ def atomic_write(path: Path, write) -> Path:
         except (OSError, UnicodeEncodeError) as err:
             raise _cannot_write(path, err) from None
         return path
-    final = Path(os.path.realpath(path)) if path.is_symlink() else path
+    tmp, final = _staged(path, write)
     try:
-        final.parent.mkdir(parents=True, exist_ok=True)
-        handle, tmp = tempfile.mkstemp(dir=final.parent, prefix=f".{final.name}.{os.getpid()}.",
-                                       suffix=final.suffix)
-    except OSError as err:
-        raise _cannot_write(path, err) from None
-    os.close(handle)
-    try:
-        write(Path(tmp))
-        os.chmod(tmp, 0o666 & ~current_umask())
         os.replace(tmp, final)
     except IsADirectoryError:  # a folder appeared under the name while we wrote
         _remove(tmp)
         raise InputError(f"{path}: a folder is in the way of this file") from None
-    except (OSError, UnicodeEncodeError) as err:
+    except OSError as err:
         _remove(tmp)
         raise _cannot_write(path, err) from None
-    except BaseException:  # Ctrl-C, or a bug in the writer: no stray temporary either way
+    except BaseException:  # Ctrl-C: no stray temporary
         _remove(tmp)
         raise
     return path
@@ -94,20 +85,9 @@ def atomic_write_all(items) -> list[Path]:
     staged: list[tuple[str, Path]] = []
     try:
         for path, write in items:
-            path = Path(path)
-            if path.is_dir():
+            if Path(path).is_dir():
                 raise InputError(f"{path}: a folder is in the way of this file")
-            final = Path(os.path.realpath(path)) if path.is_symlink() else path
-            try:
-                final.parent.mkdir(parents=True, exist_ok=True)
-                handle, tmp = tempfile.mkstemp(dir=final.parent, prefix=f".{final.name}.{os.getpid()}.",
-                                               suffix=final.suffix)
-                os.close(handle)
-                staged.append((tmp, final))
-                write(Path(tmp))
-                os.chmod(tmp, 0o666 & ~current_umask())
-            except (OSError, UnicodeEncodeError) as err:
-                raise _cannot_write(path, err) from None
+            staged.append(_staged(Path(path), write))
     except BaseException:
         for tmp, _ in staged:
             _remove(tmp)
@@ -115,6 +95,30 @@ def atomic_write_all(items) -> list[Path]:
     for tmp, final in staged:
         os.replace(tmp, final)
     return [final for _, final in staged]
+
+
+def _staged(path: Path, write) -> tuple[str, Path]:
+    """write(tmp) done on a temporary file beside `path` (a link's target), with the user's umask:
+    (the temporary, the file it is to replace). A failure is one InputError naming `path`, with
+    nothing left behind."""
+    final = Path(os.path.realpath(path)) if path.is_symlink() else path
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        handle, tmp = tempfile.mkstemp(dir=final.parent, prefix=f".{final.name}.{os.getpid()}.",
+                                       suffix=final.suffix)
+    except OSError as err:
+        raise _cannot_write(path, err) from None
+    os.close(handle)
+    try:
+        write(Path(tmp))
+        os.chmod(tmp, 0o666 & ~current_umask())
+    except (OSError, UnicodeEncodeError) as err:
+        _remove(tmp)
+        raise _cannot_write(path, err) from None
+    except BaseException:  # Ctrl-C, or a bug in the writer: no stray temporary either way
+        _remove(tmp)
+        raise
+    return tmp, final
 
 
 def _remove(tmp: str) -> None:

@@ -65,16 +65,17 @@ def timings(quick: bool) -> tuple[int, int]:
     return (3 if quick else 5), WARMUP
 
 
+def grid_points(grid: dict) -> list[tuple[int, int, int]]:
+    """The (n, c, b) forwards of a grid, tokens x contexts x batches."""
+    return list(itertools.product(grid["tokens"], grid["contexts"], grid["batches"]))
+
+
 def roofline_seconds(model: ModelSpec, grid: dict, peak_flops_per_s: float, bandwidth_bytes_per_s: float,
                      calls: int) -> float:
     """A floor on the forwards' time: each of the grid's forwards `calls` times at the slower of its
     FLOPs at the measured peak and its bytes at the measured bandwidth (an eager host adds to it)."""
-    total = 0.0
-    for n, c, b in itertools.product(grid["tokens"], grid["contexts"], grid["batches"]):
-        work = forward_work(model, n, c, b)
-        total += max((work.linear_flops + work.attention_flops) / peak_flops_per_s,
-                     (work.weight_bytes + work.kv_read_bytes + work.kv_write_bytes) / bandwidth_bytes_per_s)
-    return calls * total
+    work = forward_work(model, *(np.array(axis) for axis in zip(*grid_points(grid))))
+    return calls * float(np.maximum(work.flops / peak_flops_per_s, work.bytes / bandwidth_bytes_per_s).sum())
 
 
 def measure(model: ModelSpec, device: str, dtype: str, quick: bool, seed: int,
@@ -165,8 +166,7 @@ def adopted_source(run: MeasurementSource, device: DeviceSpec, note: str = "") -
     model = run.rows[0].model
     source_id = f"torch-{device.name}-calibrate-{model.replace('.', '-')}"
     rows = dataset_rows(list(run.rows), device.name, source_id)
-    missing = sorted(set(itertools.product(*DATASET_GRID.values()))
-                     - {(r.generated_tokens, r.prompt_tokens, r.batch) for r in rows})
+    missing = sorted(set(grid_points(DATASET_GRID)) - {(r.generated_tokens, r.prompt_tokens, r.batch) for r in rows})
     if missing:
         shown = ", ".join(f"n={n} c={c} b={b}" for n, c, b in missing[:2]) + (" ..." if len(missing) > 2 else "")
         raise InputError(f"{run.path or run.id}: {len(missing)} forwards of the dataset grid missing ({shown}); "
