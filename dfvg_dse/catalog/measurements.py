@@ -57,9 +57,10 @@ SPECULATIVE_FIELDS: dict[str, tuple] = {
     "mean_accepted_tokens": (float, lambda v: 1 <= v <= 4097, "a number of tokens per round >= 1"),
     "speedup": _positive(1e3), "ms_per_token": (float, lambda v: 0 <= v <= 1e6, "a number of ms >= 0 (0: not given)"),
     "draft_engine": (str, lambda v: v in ("",) + ENGINES, "one of " + ", ".join(ENGINES) + " (empty: the source's)"),
+    "branch_tokens": (int, lambda v: 0 <= v <= 4096, "an integer in 0..4096"),
     "notes": _TEXT,
 }
-SPECULATIVE_OPTIONAL = {"ms_per_token": 0.0, "notes": "", "draft": "", "draft_engine": ""}
+SPECULATIVE_OPTIONAL = {"ms_per_token": 0.0, "notes": "", "draft": "", "draft_engine": "", "branch_tokens": 0}
 MAX_SERVED_REQUESTS = 1000  # a serving row's requests, each served `batch` times: seconds of simulation
 SERVING_FIELDS: dict[str, tuple] = {
     **SPECULATIVE_FIELDS, "workload": _NAME,
@@ -136,6 +137,9 @@ def _serving(path: Path, index: int, row: dict, source: str, engine: str) -> Ser
         raise DataError(path, f"row[{index}].method", row["method"], "a serving row drafts with a draft model or "
                         "heads; lookup methods (" + ", ".join(sorted(m for m, k in METHOD_DRAFTERS.items()
                                                                       if k == "lookup")) + ") are not served")
+    if row["branch_tokens"]:  # the simulator's verify forward holds the tree alone
+        raise DataError(path, f"row[{index}].branch_tokens", row["branch_tokens"],
+                        "a serving row's verify forward holds its draft tree alone: 0")
     return _speculative(path, index, row, source, engine, ServingResult)
 
 

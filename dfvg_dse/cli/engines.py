@@ -11,7 +11,7 @@ import numpy as np
 
 from dfvg_dse.catalog import Catalog
 from dfvg_dse.catalog.engines import PER_HEAD, PER_HEAD_DEFAULT, engine_document
-from dfvg_dse.catalog.lookup import ROOFLINE, write_toml_atomic, write_toml_documents
+from dfvg_dse.catalog.lookup import DEFAULT_ENGINE, ROOFLINE, write_toml_atomic, write_toml_documents
 from dfvg_dse.cli._base import catalog_of, cli, emit_issues, emit_json, emit_table, emit_warnings, issue_marks
 from dfvg_dse.export import write_plot, write_records
 from dfvg_dse.files import check_output_folder
@@ -20,7 +20,8 @@ from dfvg_dse.specs.engines import CLASSES
 from dfvg_dse.specs.measurements import ENGINE_FAMILIES, ForwardMeasurement
 from dfvg_dse.validation.engines import POOLED
 from dfvg_dse.validation.fidelity import (Budgets, Inputs, fit, fitted_rows, forward_report, set_aside_report,
-                                          set_aside_summary, speculative_report, summary, verdicts)
+                                          set_aside_summary, speculative_report, summary, time_per_token_summary,
+                                          verdicts)
 from dfvg_dse.validation.serving_anchors import serving_report
 
 GENERIC = "generic"  # the file name of the pooled profile: an engine without rows of its own
@@ -216,17 +217,20 @@ def anchors_report(ctx, out: Path, as_json: bool, budgets: Budgets = Budgets()) 
     aside = set_aside_report(inputs, profiles)
     workloads = {r.workload: catalog.workload(r.workload) for s in inputs.sources if s.kind == "serving" for r in s.rows}
     serving = serving_report(inputs, profiles, workloads)
+    heterogeneous = _dfvg_paper(ctx)
     loso, inside = summary(records), summary(records, "error")
     broken = verdicts(records, speculative, budgets, aside, serving)
     written = write_records(out / "anchors.csv", records) + write_records(out / "anchors-summary.csv", loso)
-    for name, extra in (("speculative", speculative), ("set-aside", aside), ("serving", serving)):
+    for name, extra in (("speculative", speculative), ("set-aside", aside), ("serving", serving),
+                        ("heterogeneous", heterogeneous)):
         if extra:
             written += write_records(out / f"{name}.csv", extra)
     written.append(write_plot(out / "anchors.png", lambda tmp: plot_fidelity(
         records, tmp, f"{len(records)} published forwards, leave-one-source-out")))
     if as_json:
         emit_json({"forward": records, "summary": loso, "in_sample_summary": inside, "speculative": speculative,
-                   "set_aside": aside, "set_aside_summary": set_aside_summary(aside), "serving": serving,
+                   "speculative_time_per_token": time_per_token_summary(speculative), "set_aside": aside,
+                   "set_aside_summary": set_aside_summary(aside), "serving": serving, "heterogeneous": heterogeneous,
                    "broken": broken, "written": [str(p) for p in written]})
     else:
         emit_table([[a["category"], str(a["rows"]), f"{a['median_abs_error']:.1%}", f"{a['p90_abs_error']:.1%}",
@@ -234,9 +238,14 @@ def anchors_report(ctx, out: Path, as_json: bool, budgets: Budgets = Budgets()) 
                    ["category", "rows", "LOSO median |err|", "LOSO p90", "in-sample median"])
         if speculative:
             emit_table([[r["source"], r["target"], r["draft"], r["device"], f"{r['mean_accepted_tokens']:.2f}",
-                         f"{r['published_speedup']:.2f}", f"{r['predicted_speedup']:.2f}", f"{r['error']:+.1%}"]
-                        for r in speculative],
-                       ["source", "target", "drafter", "device", "tau", "published", "predicted", "error"])
+                         f"{r['published_speedup']:.2f}", f"{r['predicted_speedup']:.2f}", f"{r['error']:+.1%}",
+                         _ms_per_token(r)] for r in speculative],
+                       ["source", "target", "drafter", "device", "tau", "published", "predicted", "error",
+                        "ms/token published, predicted"])
+            per_token = time_per_token_summary(speculative)
+            if per_token:
+                click.echo(f"time per token, the {per_token['rows']} rows that publish it: median |error| "
+                           f"{per_token['median_abs_error']:.1%}, largest {per_token['max_abs_error']:.1%}")
         if aside:
             emit_table([[a["category"], str(a["rows"]), f"{a['median_abs_error']:.1%}", f"{a['p90_abs_error']:.1%}"]
                         for a in set_aside_summary(aside)],
@@ -247,11 +256,43 @@ def anchors_report(ctx, out: Path, as_json: bool, budgets: Budgets = Budgets()) 
                          f"{r['predicted_speedup']:.2f}", f"{r['error']:+.1%}"] for r in serving],
                        ["serving under load", "target", "drafter", "device", "workload", "batch", "tau", "published",
                         "predicted", "error"])
+        emit_table([[r["target"], r["draft"], f"{r['gpu']} + {r['fpga']}", r["scenario"],
+                     f"{r['first_rank_acceptance']:.2f}"] + ([f"{r['tokens_per_round']:.2f}",
+                     f"{r['published_speedup']:.2f}", f"{r['predicted_speedup']:.2f}", f"{r['error']:+.1%}"]
+                    if r["predicted_speedup"] is not None else ["-", f"{r['published_speedup']:.2f}",
+                                                                "infeasible: " + r["infeasible"], "-"])
+                    for r in heterogeneous],
+                   ["DFVG (ASPLOS 2026), not gated", "draft", "devices", "scenario", "p1", "tokens/round", "published",
+                    "predicted", "error"])
         click.echo("wrote " + ", ".join(str(p) for p in written))
         for line in broken:
             click.echo(f"budget broken: {line}", err=True)
     if broken:
         ctx.exit(1)
+
+
+def _dfvg_paper(ctx) -> list[dict]:
+    """DFVG's published speedups against the heterogeneous pipeline in the paper's setting (the
+    dfvg-paper preset; validation/dfvg_paper.py), its GPU priced as `compare --preset dfvg-paper`
+    prices it: by the default engine's profile (the paper does not name its GPU runtime)."""
+    from dfvg_dse.cli.pipeline import COMPARE_ROUNDS, preset_setup
+    from dfvg_dse.pipeline.presets import PRESETS
+    from dfvg_dse.validation.dfvg_paper import dfvg_paper_report, preset_checks
+
+    preset = PRESETS["dfvg-paper"]
+    drafts = dict(preset["pairs"])
+    targets = dict.fromkeys(target for target, _, _ in preset_checks(preset["paper"]))
+    catalog = catalog_of(ctx).with_engine(DEFAULT_ENGINE)
+    return dfvg_paper_report({t: preset_setup(ctx, preset, t, drafts[t], catalog) for t in targets},
+                             preset["paper"], COMPARE_ROUNDS)
+
+
+def _ms_per_token(record: dict) -> str:
+    """A speculative row's time per token: published and predicted (error), or the prediction alone."""
+    predicted = f"{record['predicted_ms_per_token']:.2f}"
+    if record["published_ms_per_token"] is None:
+        return f"-, {predicted}"
+    return f"{record['published_ms_per_token']:.2f}, {predicted} ({record['ms_per_token_error']:+.1%})"
 
 
 def _local_name(device: str) -> str:

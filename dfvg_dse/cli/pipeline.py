@@ -87,9 +87,12 @@ def estimate_cmd(ctx, run_sim, rounds, seed, as_json, **design):
                    f"{s['p99_time_per_token_s'] * 1e3:.2f} ms, wasted draft {100 * s['wasted_draft_fraction']:.1f}%")
 
 
+COMPARE_ROUNDS = 5000  # Monte Carlo rounds of compare's dynamic trees (and of validate --anchors' DFVG rows)
+
+
 def _setup(ctx, target, draft, gpu, fpga, cpu, second_gpu, fpga_link, cpu_link, gpu_link, acceptance_spec, batch,
-           context, target_dtype=None, draft_dtype=None) -> Setup:
-    catalog = catalog_of(ctx)
+           context, target_dtype=None, draft_dtype=None, catalog=None) -> Setup:
+    catalog = catalog or catalog_of(ctx)
     target_model = catalog.model(target)
     target_model = target_model.served_in(None, target_dtype) if target_dtype else target_model
     devices = {k: catalog.device(v) for k, v in (("gpu", gpu), ("fpga", fpga), ("cpu", cpu))}
@@ -112,6 +115,14 @@ def _setup(ctx, target, draft, gpu, fpga, cpu, second_gpu, fpga_link, cpu_link, 
                  devices["cpu"], links["fpga"], links["cpu"], links["gpu"],
                  second, batch, context,
                  catalog.defaults().sync_per_round_s)
+
+
+def preset_setup(ctx, preset: dict, target: str, draft: str, catalog=None) -> Setup:
+    """One pair of a preset (PRESETS) in the preset's devices, links, batch, context and dtypes (GPUs
+    priced by `catalog`'s engine; default the command's)."""
+    return _setup(ctx, target, draft, preset["gpu"], preset["fpga"], preset["cpu"], None, preset["fpga_link"],
+                  preset["cpu_link"], preset["gpu_link"], None, preset["batch"], preset["context"],
+                  preset["target_dtype"], preset["draft_dtype"], catalog)
 
 
 def _usd(row: dict) -> str:
@@ -149,7 +160,7 @@ def _print_compare(title: str, rows: list[dict]) -> None:
 @click.option("--acceptance", "acceptance_spec", help="Acceptance SPEC [default: pair:TARGET/DRAFT].")
 @click.option("--batch", type=click.IntRange(1, 4096), default=1, show_default=True)
 @click.option("--context", type=click.IntRange(0, 10**7), default=512, show_default=True)
-@click.option("--rounds", type=click.IntRange(100, 10**6), default=5000, show_default=True,
+@click.option("--rounds", type=click.IntRange(100, 10**6), default=COMPARE_ROUNDS, show_default=True,
               help="Monte Carlo rounds for dynamic trees.")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Write a bar chart (PNG/SVG/PDF by extension).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
@@ -167,8 +178,7 @@ def compare_cmd(ctx, preset, target, draft, gpu, verify_tp, verify_pp, verify_ep
         progress = progress_line("compare", as_json)  # closed below; an error clears it first (_Group.main)
         for index, (tgt, drf) in enumerate(p["pairs"], 1):
             progress(index, len(p["pairs"]), f"{tgt} / {drf}")
-            setup = _setup(ctx, tgt, drf, p["gpu"], p["fpga"], p["cpu"], None, p["fpga_link"], p["cpu_link"],
-                           p["gpu_link"], None, p["batch"], p["context"], p["target_dtype"], p["draft_dtype"])
+            setup = preset_setup(ctx, p, tgt, drf)
             rows = [estimate_record(e) for e in compare(setup, rounds).values()]
             note = ""
             if not rows[0]["feasible"]:  # the target does not fit in fp16: show it with 8-bit weights too

@@ -15,6 +15,7 @@ DFVG_PAPER = {
         "speedup_range": (2.44, 3.26), "speedup": {"vicuna-7b": 2.44, "qwen3-8b": 3.26},
         "energy_efficiency_range": (4.33, 5.79),
         "ablation": {"hw-branch": 2.21, "+treesort": 2.46, "+multicore": 3.08, "+overlap": 3.26},
+        "ablation_target": "qwen3-8b",  # the ablation's pair, Qwen3-8B / Qwen3-0.6B
         "communication_share_range": (0.0108, 0.032),
         "baselines": {"specinfer": 2.40, "duodecoding": 1.67, "dovetail": 1.43},
         "source": "DFVG (Lu et al., ASPLOS 2026): abstract, Sec. 6 evaluation, ablation and Table 3",

@@ -33,7 +33,8 @@ MS_PER_S = 1e3
 # "model" a separate draft model (the row's `draft`), "head" heads on the target's features (one
 # decoder layer and an LM head: EAGLE, Medusa, Hydra), "lookup" no network at all — n-grams from
 # the prompt (PLD), a datastore (REST), the target's own Jacobi branch inside the verify forward
-# (Lookahead) or recycled candidates (Token Recycling): host work priced at nothing.
+# (Lookahead; that branch's tokens are the row's `branch_tokens`, priced in the verify) or recycled
+# candidates (Token Recycling): host work priced at nothing.
 METHOD_DRAFTERS = {"chain": "model", "sequoia": "model", "specinfer": "model",
                    "eagle": "head", "eagle2": "head", "eagle3": "head", "medusa": "head", "hydra": "head",
                    "samd-eagle2": "head", "pld": "lookup", "rest": "lookup", "lookahead": "lookup",
@@ -124,6 +125,7 @@ class SpeculativeResult:
     speedup: float
     ms_per_token: float = 0.0
     draft_engine: str = ""  # the engine the drafting ran in, where not the source's (Sequoia: CUDA graphs)
+    branch_tokens: int = 0  # tokens each verify forward also computes beyond the tree (Lookahead's Jacobi window)
 
     @property
     def drafting_engine(self) -> str:

@@ -148,6 +148,8 @@ speedup = 2.0
     ('speedup = 2.0', 'speedup = 2.0\ndraft_engine = "cudagraphs"', "row[0].draft_engine"),  # no such engine
     ('draft = "llama-68m"\nmethod = "sequoia"', 'draft = ""\nmethod = "pld"\ndraft_engine = "gpt-fast"',
      "row[0].draft_engine"),  # a lookup drafts in no engine
+    ('speedup = 2.0', 'speedup = 2.0\nbranch_tokens = -1', "row[0].branch_tokens"),  # a count
+    ('speedup = 2.0', 'speedup = 2.0\nbranch_tokens = 2.5', "row[0].branch_tokens"),
 ])
 def test_a_speculative_row_says_how_it_drafts(hwdb_copy, run, old, new, field):
     path = hwdb_copy / "measurements" / "mine-spec.toml"
@@ -168,6 +170,26 @@ def test_a_speculative_row_names_the_engine_it_drafted_in(hwdb_copy):
     assert (row.engine, row.drafting_engine) == ("hf", "gpt-fast")
 
 
+def test_a_speculative_row_counts_the_tokens_its_verify_forward_also_computes(hwdb_copy):
+    path = hwdb_copy / "measurements" / "mine-spec.toml"
+    path.write_text(SPECULATIVE)
+    row = next(s for s in Catalog.open(hwdb_dir=hwdb_copy).measurements("speculative") if s.id == "mine-spec").rows[0]
+    assert row.branch_tokens == 0  # unset: the verify forward holds the tree alone
+    path.write_text(SPECULATIVE.replace('speedup = 2.0', 'speedup = 2.0\nbranch_tokens = 28'))
+    row = next(s for s in Catalog.open(hwdb_dir=hwdb_copy).measurements("speculative") if s.id == "mine-spec").rows[0]
+    assert row.branch_tokens == 28
+
+
+def test_every_shipped_lookahead_row_carries_its_jacobi_window():
+    # Lookahead decoding's forward holds its W x (N - 1) lookahead window beside the G guesses
+    # (Fu et al., ICML 2024, arXiv 2402.02057, Figure 2(b)); Spec-Bench runs level 5, window 7, guess 7
+    rows = [r for s in Catalog.open().measurements("speculative") for r in s.rows if r.method == "lookahead"]
+    assert len(rows) == 10
+    assert {(r.tree_tokens, r.tree_depth, r.branch_tokens) for r in rows} == {(7 * 4, 4, 7 * (5 - 1))}
+    assert all(r.branch_tokens == 0 for s in Catalog.open().measurements("speculative") for r in s.rows
+               if r.method != "lookahead")
+
+
 SERVING = SPECULATIVE.replace('kind = "speculative"', 'kind = "serving"').replace('id = "mine-spec"', 'id = "mine-serving"') \
     + 'workload = "sd-bench-gsm8k"\nrequests = 8\n'
 
@@ -179,6 +201,7 @@ SERVING = SPECULATIVE.replace('kind = "speculative"', 'kind = "serving"').replac
     ('workload = "sd-bench-gsm8k"\n', '', "row[0].workload"),  # required
     ('method = "sequoia"', 'method = "magic"', "row[0].method"),  # the speculative rows' checks hold too
     ('draft = "llama-68m"\nmethod = "sequoia"', 'draft = ""\nmethod = "pld"', "row[0].method"),  # a lookup: not served
+    ('requests = 8', 'requests = 8\nbranch_tokens = 28', "row[0].branch_tokens"),  # the simulator verifies the tree alone
 ])
 def test_a_serving_row_names_its_requests(hwdb_copy, run, old, new, field):
     path = hwdb_copy / "measurements" / "mine-serving.toml"
