@@ -263,8 +263,17 @@ def parse_device(path: Path, data: dict, kind: str, defaults: CalibrationDefault
             fp16_accumulate_peak_flops_per_s=q["peak_fp16_fp16acc"].si if "peak_fp16_fp16acc" in q else None,
             mma_sync_fraction=si("mma_sync_fraction", 1.0))
     except SpecError as err:
-        raise _spec_error(path, err) from None
+        note = _derived_power_note(err, kind, q)
+        raise (_spec_error(path, err) if not note else
+               DataError(path, _SI_SUFFIX.sub("", err.field), err.value, err.allowed + note)) from None
     return HwEntry(spec, kind, path, q)
+
+
+def _derived_power_note(err: SpecError, kind: str, given: dict[str, Quantity]) -> str:
+    """Where a device's power complaint involves a power the entry does not state, what it was derived
+    from: the TDP times a fraction of defaults.toml's [power] table (empty when every power is stated)."""
+    involved = [f for f in ("decode_power", "idle_power") if f not in given and f in f"{err.field} {err.allowed}"]
+    return "".join(f"; {f} = tdp x defaults.toml power.{kind}_{f.split('_')[0]}_fraction" for f in involved)
 
 
 def parse_link(path: Path, data: dict, defaults: CalibrationDefaults) -> HwEntry:

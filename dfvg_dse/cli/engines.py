@@ -19,9 +19,9 @@ from dfvg_dse.report.plots import plot_fidelity
 from dfvg_dse.specs.engines import CLASSES
 from dfvg_dse.specs.measurements import ENGINE_FAMILIES, ForwardMeasurement
 from dfvg_dse.validation.engines import POOLED
-from dfvg_dse.validation.fidelity import (Budgets, Inputs, fit, fitted_rows, forward_report, set_aside_report,
-                                          set_aside_summary, speculative_report, summary, time_per_token_summary,
-                                          verdicts)
+from dfvg_dse.validation.fidelity import (Budgets, Inputs, fit, fitted_rows, forward_report, median_abs_error,
+                                          set_aside_report, set_aside_summary, speculative_report, summary,
+                                          time_per_token_summary, verdicts)
 from dfvg_dse.validation.serving_anchors import serving_report
 
 GENERIC = "generic"  # the file name of the pooled profile: an engine without rows of its own
@@ -242,6 +242,8 @@ def anchors_report(ctx, out: Path, as_json: bool, budgets: Budgets = Budgets()) 
                          _ms_per_token(r)] for r in speculative],
                        ["source", "target", "drafter", "device", "tau", "published", "predicted", "error",
                         "ms/token published, predicted"])
+            click.echo(f"speculative speedups, {len(speculative)} rows: median |error| "
+                       f"{median_abs_error(speculative):.1%}")
             per_token = time_per_token_summary(speculative)
             if per_token:
                 click.echo(f"time per token, the {per_token['rows']} rows that publish it: median |error| "
@@ -256,14 +258,15 @@ def anchors_report(ctx, out: Path, as_json: bool, budgets: Budgets = Budgets()) 
                          f"{r['predicted_speedup']:.2f}", f"{r['error']:+.1%}"] for r in serving],
                        ["serving under load", "target", "drafter", "device", "workload", "batch", "tau", "published",
                         "predicted", "error"])
-        emit_table([[r["target"], r["draft"], f"{r['gpu']} + {r['fpga']}", r["scenario"],
-                     f"{r['first_rank_acceptance']:.2f}"] + ([f"{r['tokens_per_round']:.2f}",
-                     f"{r['published_speedup']:.2f}", f"{r['predicted_speedup']:.2f}", f"{r['error']:+.1%}"]
-                    if r["predicted_speedup"] is not None else ["-", f"{r['published_speedup']:.2f}",
-                                                                "infeasible: " + r["infeasible"], "-"])
-                    for r in heterogeneous],
-                   ["DFVG (ASPLOS 2026), not gated", "draft", "devices", "scenario", "p1", "tokens/round", "published",
-                    "predicted", "error"])
+        if heterogeneous:
+            emit_table([[r["target"], r["draft"], f"{r['gpu']} + {r['fpga']}", r["scenario"],
+                         f"{r['first_rank_acceptance']:.2f}"] + ([f"{r['tokens_per_round']:.2f}",
+                         f"{r['published_speedup']:.2f}", f"{r['predicted_speedup']:.2f}", f"{r['error']:+.1%}"]
+                        if r["predicted_speedup"] is not None else ["-", f"{r['published_speedup']:.2f}",
+                                                                    "infeasible: " + r["infeasible"], "-"])
+                        for r in heterogeneous],
+                       ["DFVG (ASPLOS 2026), not gated", "draft", "devices", "scenario", "p1", "tokens/round", "published",
+                        "predicted", "error"])
         click.echo("wrote " + ", ".join(str(p) for p in written))
         for line in broken:
             click.echo(f"budget broken: {line}", err=True)

@@ -19,7 +19,7 @@ def preset_checks(paper: dict) -> list[tuple[str, str, float]]:
     return headline + steps
 
 
-def dfvg_paper_report(setups: dict[str, Setup], paper: dict, rounds: int = 20000) -> list[dict]:
+def dfvg_paper_report(setups: dict[str, Setup], paper: dict, rounds: int) -> list[dict]:
     """One record per preset_checks figure, its setup from `setups` (by target): the scenario's speedup
     over AR on the same GPU against the paper's."""
     records = []

@@ -28,8 +28,8 @@ from dfvg_dse.validation.engines import POOLED, EngineFit, features, fit_engines
 # PagedAttention kernel is priced per query head (EngineProfile.per_head_attention) but whose one source,
 # held out, leaves vLLM to the tuned family's fp8 kernels, and 3 vLLM A100 prefills); over the published
 # rows alone 24.6%. (The speculative median, 11.0% since Lookahead's Jacobi window is priced in its
-# verify forward, is within 12%, though the sources disagree: Spec-Bench over-predicted 14-16%,
-# EAGLE-3's paper under-predicted 32%.)
+# verify forward, is within 12%, though the sources disagree: Spec-Bench's leaderboards over-predicted
+# (median |error| 15.8% and 16.2%), EAGLE-3's paper under-predicted (32.0%).)
 # Next: `calibrate --torch-device cuda:0` on a real GPU to replace the 2026-12-04 H200 rows, which
 # timed 2 layers and scatter 1.6x at n <= 64, with whole-model forwards (reference/torch_bench.benchmark;
 # benchmarks/torch_bench_depth.py): benchmarks/gpu_recalibrate.sh is the device check (--dataset-grid, all
@@ -181,8 +181,12 @@ def speculative_round_s(row: SpeculativeResult, target: ModelSpec, draft: ModelS
 def speculative_prediction(row: SpeculativeResult, target: ModelSpec, draft: ModelSpec | None,
                            device: DeviceSpec, context: int = 256, draft_device: DeviceSpec | None = None) -> float:
     """Speedup = tau x t_AR / (t_draft + t_verify) (speculative_round_s)."""
-    ar, round_s = speculative_round_s(row, target, draft, device, context, draft_device)
-    return row.mean_accepted_tokens * ar / round_s
+    return _speedup(row, *speculative_round_s(row, target, draft, device, context, draft_device))
+
+
+def _speedup(row: SpeculativeResult, ar_s: float, round_s: float) -> float:
+    """tau x t_AR / t_round: the tokens a round yields over the time it takes, against AR's one a step."""
+    return row.mean_accepted_tokens * ar_s / round_s
 
 
 def _drafting_s(row: SpeculativeResult, target: ModelSpec, draft: ModelSpec | None, device: DeviceSpec,
@@ -216,7 +220,7 @@ def priced_rows(inputs: Inputs, profiles: dict[str, EngineProfile], kind: str):
             record = {"source": row.source, "where": row.where, "engine": row.engine, "profile": profile.name,
                       "draft_profile": draft_profile.name, "device": row.device, "target": row.target,
                       "draft": row.draft or row.method, "method": row.method, "tree_tokens": row.tree_tokens,
-                      "tree_depth": row.tree_depth, "batch": row.batch,
+                      "tree_depth": row.tree_depth, "branch_tokens": row.branch_tokens, "batch": row.batch,
                       "mean_accepted_tokens": row.mean_accepted_tokens, "published_speedup": row.speedup}
             yield PricedRow(row, device, dataclasses.replace(device, engine=draft_profile),
                             inputs.models[row.draft] if row.draft else None, record)
@@ -228,7 +232,7 @@ def speculative_report(inputs: Inputs, profiles: dict[str, EngineProfile]) -> li
     for p in priced_rows(inputs, profiles, "speculative"):
         ar, round_s = speculative_round_s(p.row, inputs.models[p.row.target], p.draft, p.device,
                                           draft_device=p.draft_device)
-        predicted = p.row.mean_accepted_tokens * ar / round_s
+        predicted = _speedup(p.row, ar, round_s)
         ms_per_token = round_s / p.row.mean_accepted_tokens * MS_PER_S
         published = p.row.ms_per_token or None  # 0: the source prints no time per token
         records.append({**p.record, "predicted_speedup": predicted, "error": predicted / p.row.speedup - 1.0,
@@ -281,6 +285,11 @@ class Budgets(NamedTuple):
     serving_median: float = SERVING_MEDIAN_BUDGET
 
 
+def median_abs_error(records: list[dict]) -> float:
+    """The median |error| of report records (0 when there are none)."""
+    return float(np.median([abs(r["error"]) for r in records])) if records else 0.0
+
+
 def verdicts(forward: list[dict], speculative: list[dict], budgets: Budgets = Budgets(),
              set_aside: list[dict] = (), serving: list[dict] = ()) -> list[str]:
     """The budgets the report breaks, one line each (empty: within every budget)."""
@@ -296,7 +305,7 @@ def verdicts(forward: list[dict], speculative: list[dict], budgets: Budgets = Bu
     for records, budget, what in ((speculative, budgets.speculative_median, "speculative speedups"),
                                   (set_aside, budgets.set_aside_median, "set-aside forwards (multi-GPU, MoE)"),
                                   (serving, budgets.serving_median, "serving speedups under load")):
-        median = float(np.median([abs(r["error"]) for r in records])) if records else 0.0
+        median = median_abs_error(records)
         if median > budget:
             broken.append(f"{what}: median |error| {median:.1%} > {budget:.0%}")
     return broken

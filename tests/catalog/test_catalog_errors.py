@@ -72,6 +72,15 @@ def test_bad_defaults_file(hwdb_copy):
         Catalog.open(hwdb_dir=hwdb_copy).device("v80")
 
 
+def test_a_power_derived_from_the_defaults_says_so(hwdb_copy):
+    # a10.toml states neither power: both are its TDP times defaults.toml's [power] fractions, so a
+    # decode fraction that puts the decode power below the idle power names the defaults file too
+    _edit(hwdb_copy / "defaults.toml", "gpu_decode_fraction = { value = 0.5,", "gpu_decode_fraction = { value = 5e-10,")
+    with pytest.raises(CatalogError, match=r"a10.toml: field 'idle_power' = 22.5: must be <= decode_power .*; "
+                                           r"decode_power = tdp x defaults.toml power.gpu_decode_fraction"):
+        Catalog.open(hwdb_dir=hwdb_copy).device("a10")
+
+
 def test_import_rejects_bad_config(tmp_path, catalog):
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"model_type": "llama", "hidden_size": 100, "num_attention_heads": 3}))

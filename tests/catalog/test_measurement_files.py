@@ -181,11 +181,13 @@ def test_a_speculative_row_counts_the_tokens_its_verify_forward_also_computes(hw
 
 
 def test_every_shipped_lookahead_row_carries_its_jacobi_window():
-    # Lookahead decoding's forward holds its W x (N - 1) lookahead window beside the G guesses
-    # (Fu et al., ICML 2024, arXiv 2402.02057, Figure 2(b)); Spec-Bench runs level 5, window 7, guess 7
+    # Lookahead decoding's forward holds its W x (N - 1) lookahead window beside the G guesses of N - 1
+    # tokens (Fu et al., ICML 2024, arXiv 2402.02057, Figure 2(b)), the current token filling one cell
+    # of the window (hao-ai-lab/LookaheadDecoding, lade/decoding.py: its oldest level keeps W - 1);
+    # Spec-Bench runs level N = 5, window W = 7, guess G = 7
     rows = [r for s in Catalog.open().measurements("speculative") for r in s.rows if r.method == "lookahead"]
     assert len(rows) == 10
-    assert {(r.tree_tokens, r.tree_depth, r.branch_tokens) for r in rows} == {(7 * 4, 4, 7 * (5 - 1))}
+    assert {(r.tree_tokens, r.tree_depth, r.branch_tokens) for r in rows} == {(7 * 4, 4, 7 * (5 - 1) - 1)}
     assert all(r.branch_tokens == 0 for s in Catalog.open().measurements("speculative") for r in s.rows
                if r.method != "lookahead")
 

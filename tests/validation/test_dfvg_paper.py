@@ -31,7 +31,7 @@ def test_the_paper_point_figures_are_checked_once_each():
 def test_a_figure_is_the_scenarios_speedup_over_ar_on_the_same_gpu():
     setup = _setup()
     paper = {**PRESET["paper"], "speedup": {"qwen3-8b": 3.26}, "ablation": {"+overlap": 3.26}}
-    [record] = dfvg_paper_report({"qwen3-8b": setup}, paper, rounds=1000)
+    [record] = dfvg_paper_report({"qwen3-8b": setup}, paper, 1000)
     ar = scenario(setup, "ar", None, 1000)
     dfvg = scenario(setup, "dfvg", None, 1000)
     assert record["predicted_speedup"] == pytest.approx(dfvg.tokens_per_s / ar.tokens_per_s)
@@ -44,5 +44,5 @@ def test_a_design_that_does_not_fit_is_reported_without_a_number():
     tier = dataclasses.replace(setup.gpu.memory[0], capacity_bytes=1e9)
     small = dataclasses.replace(setup, gpu=dataclasses.replace(setup.gpu, memory=(tier,) + setup.gpu.memory[1:]))
     paper = {**PRESET["paper"], "speedup": {"qwen3-8b": 3.26}, "ablation": {}}
-    [record] = dfvg_paper_report({"qwen3-8b": small}, paper, rounds=1000)
+    [record] = dfvg_paper_report({"qwen3-8b": small}, paper, 1000)
     assert record["predicted_speedup"] is None and record["error"] is None and record["infeasible"]

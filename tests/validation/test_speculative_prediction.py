@@ -42,12 +42,12 @@ def test_a_lookup_drafter_costs_only_its_verification(setting, method):
 
 def test_a_lookahead_verify_forward_also_computes_its_jacobi_window(setting):
     # the lookahead branch's tokens run in the verify forward (branch_tokens): priced as one forward
-    # of 1 + 28 + 28 tokens, computed here straight from the forward cost
+    # of the current token, 27 window tokens and 28 guessed ones, computed here straight from the forward cost
     catalog, device = setting
     target = catalog.model("vicuna-7b").with_dtypes("float16", "float16")
     ar = float(device_forward_cost(target, device, 1, 256, 1).time_s)
-    whole = float(device_forward_cost(target, device, 1 + 28 + 28, 256, 1).time_s)
-    row = dataclasses.replace(_row("lookahead", tokens=28, depth=4, tau=1.6), branch_tokens=28)
+    whole = float(device_forward_cost(target, device, 1 + 27 + 28, 256, 1).time_s)
+    row = dataclasses.replace(_row("lookahead", tokens=28, depth=4, tau=1.6), branch_tokens=27)
     predicted = speculative_prediction(row, catalog.model("vicuna-7b"), None, device)
     assert predicted == pytest.approx(1.6 * ar / whole)
     assert predicted < speculative_prediction(_row("lookahead", tokens=28, depth=4, tau=1.6),
@@ -134,4 +134,5 @@ def test_the_report_prices_each_row_in_its_engines(setting):
     assert len(records) == len(rows)
     for record, row in zip(records, rows):
         assert (record["profile"], record["draft_profile"]) == (row.engine, row.drafting_engine)
+        assert record["branch_tokens"] == row.branch_tokens  # the CSV says what the verify forward held
     assert {r["draft_profile"] for r in records if r["source"] == "spec-sequoia-paper"} == {"gpt-fast"}
