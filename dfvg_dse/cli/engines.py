@@ -259,12 +259,7 @@ def anchors_report(ctx, out: Path, as_json: bool, budgets: Budgets = Budgets()) 
                        ["serving under load", "target", "drafter", "device", "workload", "batch", "tau", "published",
                         "predicted", "error"])
         if heterogeneous:
-            emit_table([[r["target"], r["draft"], f"{r['gpu']} + {r['fpga']}", r["scenario"],
-                         f"{r['first_rank_acceptance']:.2f}"] + ([f"{r['tokens_per_round']:.2f}",
-                         f"{r['published_speedup']:.2f}", f"{r['predicted_speedup']:.2f}", f"{r['error']:+.1%}"]
-                        if r["predicted_speedup"] is not None else ["-", f"{r['published_speedup']:.2f}",
-                                                                    "infeasible: " + r["infeasible"], "-"])
-                        for r in heterogeneous],
+            emit_table([_dfvg_row(r) for r in heterogeneous],
                        ["DFVG (ASPLOS 2026), not gated", "draft", "devices", "scenario", "p1", "tokens/round", "published",
                         "predicted", "error"])
         click.echo("wrote " + ", ".join(str(p) for p in written))
@@ -288,6 +283,16 @@ def _dfvg_paper(ctx) -> list[dict]:
     catalog = catalog_of(ctx).with_engine(DEFAULT_ENGINE)
     return dfvg_paper_report({t: preset_setup(ctx, preset, t, drafts[t], catalog) for t in targets},
                              preset["paper"], COMPARE_ROUNDS)
+
+
+def _dfvg_row(record: dict) -> list[str]:
+    """One DFVG figure of the report's table: its prediction, or why the design has none."""
+    head = [record["target"], record["draft"], f"{record['gpu']} + {record['fpga']}", record["scenario"],
+            f"{record['first_rank_acceptance']:.2f}"]
+    if record["predicted_speedup"] is None:
+        return head + ["-", f"{record['published_speedup']:.2f}", "infeasible: " + record["infeasible"], "-"]
+    return head + [f"{record['tokens_per_round']:.2f}", f"{record['published_speedup']:.2f}",
+                   f"{record['predicted_speedup']:.2f}", f"{record['error']:+.1%}"]
 
 
 def _ms_per_token(record: dict) -> str:

@@ -159,16 +159,13 @@ PLACEMENTS = ("sps", "amusd", "dfvg")  # a drafter on the target's GPU, on a sec
 
 def placements(setup: Setup, rounds: int = 20000) -> dict[str, Estimate]:
     """AR and the setup's drafter in each placement (issue 18: which drafter on which device wins)."""
-    ar = scenario(setup, "ar", None, rounds)
-    baseline = ar.tokens_per_s if ar.feasible else None
-    return {"ar": ar, **{name: scenario(setup, name, baseline, rounds) for name in PLACEMENTS}}
+    return compare(setup, rounds, PLACEMENTS)
 
 
-def compare(setup: Setup, rounds: int = 20000) -> dict[str, Estimate]:
-    """Every scenario and every ablation step, speedups against AR on the setup's GPU."""
+def compare(setup: Setup, rounds: int = 20000,
+            names: tuple[str, ...] = SCENARIOS[1:] + ABLATION) -> dict[str, Estimate]:
+    """AR and the named scenarios and ablation steps (default: every one), speedups against AR on the
+    setup's GPU."""
     ar = scenario(setup, "ar", None, rounds)
     baseline = ar.tokens_per_s if ar.feasible else None
-    results = {"ar": ar}
-    for name in SCENARIOS[1:] + ABLATION:
-        results[name] = scenario(setup, name, baseline, rounds)
-    return results
+    return {"ar": ar, **{name: scenario(setup, name, baseline, rounds) for name in names}}
